@@ -1,0 +1,46 @@
+# One set of targets for people and CI (.ci/run calls these), so they never drift apart.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup jars demo test test-unit lint format clean
+
+$(BIN)/mirror: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(BIN)/mirror
+
+## setup: a virtualenv with mirror and its dev tools, plus the Apache Kafka jars
+setup: $(BIN)/mirror jars
+
+## jars: resolve the Apache Kafka jars from Maven Central into ~/.cache/mirror
+jars: $(BIN)/mirror
+	$(BIN)/mirror local jars
+
+## demo: start local clusters A and B, then run the A->B flow against them
+demo: setup
+	$(BIN)/mirror local up
+	$(BIN)/mirror run mm2.local.yaml
+
+## test: the whole suite, integration tests included (they start their own brokers)
+test: setup
+	$(BIN)/python -m pytest
+
+## test-unit: pure-Python tests only, seconds
+test-unit: $(BIN)/mirror
+	$(BIN)/python -m pytest tests/unit
+
+## lint: ruff and mypy, as CI runs them
+lint: $(BIN)/mirror
+	$(BIN)/ruff check mirror tests
+	$(BIN)/ruff format --check mirror tests
+	$(BIN)/mypy mirror
+
+format: $(BIN)/mirror
+	$(BIN)/ruff format mirror tests
+	$(BIN)/ruff check --fix mirror tests
+
+clean:
+	-$(BIN)/mirror local down --purge
+	rm -rf $(VENV) .mirror-state mm2.local.yaml

@@ -1,0 +1,299 @@
+"""The `mm2.yaml` schema: clusters, flows, Spark and metrics.
+
+Names follow MM2's properties with dots turned into underscores (`offset.lag.max` ->
+`offset_lag_max`, `emit.checkpoints.interval.seconds` -> `emit_checkpoints_interval_seconds`), so
+an MM2 user recognises every key. Defaults are MM2's except where noted in `config/mm2.example.yaml`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from mirror.policy.filters import (
+    DEFAULT_CONFIG_PROPERTIES_EXCLUDE,
+    DEFAULT_GROUPS,
+    DEFAULT_GROUPS_EXCLUDE,
+    DEFAULT_TOPICS,
+    DEFAULT_TOPICS_EXCLUDE,
+)
+
+ALIAS_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_\-]*$"
+Alias = Annotated[str, StringConstraints(pattern=ALIAS_PATTERN)]
+PositiveSeconds = Annotated[float, Field(gt=0)]
+
+# librdkafka properties whose values are credentials: kept as SecretStr, masked when printed.
+_SECRET_PROPERTY = re.compile(r"(password|secret|\.key\.pem|sasl\.oauthbearer\.config|jaas)", re.IGNORECASE)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+ClientProperties = dict[str, str | SecretStr]
+
+
+def _protect_secrets(properties: dict[str, Any]) -> ClientProperties:
+    protected: ClientProperties = {}
+    for key, value in properties.items():
+        if isinstance(value, bool):
+            text: str | SecretStr = "true" if value else "false"
+        elif isinstance(value, str | SecretStr):
+            text = value
+        elif isinstance(value, int | float):
+            text = str(value)
+        else:
+            raise ValueError(
+                f"property {key!r} has a {type(value).__name__} value; librdkafka properties are "
+                "strings, numbers or booleans"
+            )
+        if isinstance(text, str) and _SECRET_PROPERTY.search(key):
+            text = SecretStr(text)
+        protected[key] = text
+    return protected
+
+
+def reveal(properties: ClientProperties) -> dict[str, str]:
+    """Plain strings for handing to librdkafka; the only place secrets are unwrapped."""
+    return {k: v.get_secret_value() if isinstance(v, SecretStr) else v for k, v in properties.items()}
+
+
+class ClusterConfig(_Model):
+    """One Kafka cluster, known by its alias."""
+
+    bootstrap_servers: Annotated[str, StringConstraints(min_length=1, strip_whitespace=True)]
+    properties: ClientProperties = Field(default_factory=dict)
+    consumer: ClientProperties = Field(default_factory=dict)
+    producer: ClientProperties = Field(default_factory=dict)
+    admin: ClientProperties = Field(default_factory=dict)
+
+    @field_validator("properties", "consumer", "producer", "admin", mode="before")
+    @classmethod
+    def _secrets(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return _protect_secrets(value)
+        return value
+
+    @field_validator("properties", "consumer", "producer", "admin")
+    @classmethod
+    def _no_bootstrap_in_properties(cls, value: ClientProperties) -> ClientProperties:
+        if "bootstrap.servers" in value:
+            raise ValueError(
+                "set the cluster's bootstrap_servers key instead of a bootstrap.servers property"
+            )
+        return value
+
+    def client_properties(self, role: Literal["consumer", "producer", "admin"]) -> dict[str, str]:
+        """librdkafka config for one client role: cluster-wide properties, then the role's overrides."""
+        merged: ClientProperties = {"bootstrap.servers": self.bootstrap_servers}
+        merged.update(self.properties)
+        merged.update(getattr(self, role))
+        return reveal(merged)
+
+
+RegexList = list[str]
+
+
+def _check_regexes(patterns: RegexList) -> RegexList:
+    for index, pattern in enumerate(patterns):
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(
+                f"item {index} {pattern!r} is not a valid regular expression ({exc}); "
+                "fix the pattern (full-match, e.g. 'orders\\..*')"
+            ) from exc
+    return patterns
+
+
+class FlowConfig(_Model):
+    """One replication flow, `source->target`, with MM2's per-flow settings."""
+
+    enabled: bool = True
+    topics: RegexList = Field(default_factory=lambda: list(DEFAULT_TOPICS))
+    topics_exclude: RegexList = Field(default_factory=lambda: list(DEFAULT_TOPICS_EXCLUDE))
+    groups: RegexList = Field(default_factory=lambda: list(DEFAULT_GROUPS))
+    groups_exclude: RegexList = Field(default_factory=lambda: list(DEFAULT_GROUPS_EXCLUDE))
+    replication_policy: Literal["default", "identity"] = "default"
+    replication_policy_separator: Annotated[str, StringConstraints(min_length=1)] = "."
+    replication_policy_internal_topic_separator_enabled: bool = True
+    exactly_once: bool = True
+    offset_syncs_topic_location: Literal["source", "target"] = "source"
+    emit_offset_syncs: bool = True
+    offset_lag_max: Annotated[int, Field(ge=0)] = 100
+    refresh_topics: bool = True
+    refresh_topics_interval_seconds: PositiveSeconds = 10.0
+    refresh_groups: bool = True
+    refresh_groups_interval_seconds: PositiveSeconds = 10.0
+    sync_topic_configs: bool = True
+    sync_topic_configs_interval_seconds: PositiveSeconds = 600.0
+    sync_topic_acls: bool = True
+    sync_topic_acls_interval_seconds: PositiveSeconds = 600.0
+    emit_checkpoints: bool = True
+    emit_checkpoints_interval_seconds: PositiveSeconds = 5.0
+    sync_group_offsets: bool = True
+    sync_group_offsets_interval_seconds: PositiveSeconds = 5.0
+    emit_heartbeats: bool = True
+    emit_heartbeats_interval_seconds: PositiveSeconds = 1.0
+    heartbeats_replication: bool = True
+    replication_factor: Annotated[int, Field(ge=1)] | None = None
+    internal_topics_replication_factor: Annotated[int, Field(ge=1)] | None = None
+    config_properties_exclude: RegexList = Field(
+        default_factory=lambda: list(DEFAULT_CONFIG_PROPERTIES_EXCLUDE)
+    )
+    offsets_storage_topic: str | None = None
+    on_source_truncation: Literal["continue", "fail"] = "continue"
+
+    @field_validator("topics", "topics_exclude", "groups", "groups_exclude", "config_properties_exclude")
+    @classmethod
+    def _regexes_compile(cls, patterns: RegexList) -> RegexList:
+        return _check_regexes(patterns)
+
+
+class SparkConfig(_Model):
+    """Where the Spark application runs and where it keeps its streaming checkpoints."""
+
+    master: str = "local[*]"
+    app_name: str = "mirror"
+    checkpoint_dir: str = "./.mirror-state"
+    conf: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("master")
+    @classmethod
+    def _known_master(cls, master: str) -> str:
+        if not re.match(r"^(local(\[(\*|\d+)(,\s*\d+)?\])?|spark://.+|yarn|k8s://.+)$", master):
+            raise ValueError(
+                f"{master!r} is not a Spark master URL; use local[*], local[N], local[N,F], "
+                "spark://host:port, yarn or k8s://https://host:port"
+            )
+        return master
+
+
+class MetricsConfig(_Model):
+    """The Prometheus endpoint the driver serves."""
+
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=0, le=65535)] = 9464
+
+
+FLOW_KEY = re.compile(r"^\s*([^\s\->]+)\s*->\s*([^\s\->]+)\s*$")
+
+
+def parse_flow_key(key: str) -> tuple[str, str]:
+    """`"A->B"` -> ("A", "B"); ValueError naming the expected shape otherwise."""
+    match = FLOW_KEY.match(key)
+    if match is None:
+        raise ValueError(f"flow {key!r} is not of the form SOURCE->TARGET, e.g. 'A->B'")
+    return match.group(1), match.group(2)
+
+
+def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _fold_case_duplicates(section: dict[str, Any]) -> dict[str, Any]:
+    """Merge each lower-case key into the one key that differs only in case (env over file)."""
+    folded = dict(section)
+    for key in [k for k in section if k.islower()]:
+        twins = [k for k in section if k != key and k.lower() == key]
+        if len(twins) == 1 and isinstance(section[key], dict) and isinstance(section[twins[0]], dict):
+            folded[twins[0]] = _deep_merge(section[twins[0]], folded.pop(key))
+    return folded
+
+
+def flow_problems(flow_keys: Iterable[str], cluster_aliases: Iterable[str]) -> list[tuple[str, str]]:
+    """(flow key, problem) for flows that are malformed, loop on one cluster or name unknown clusters."""
+    aliases = set(cluster_aliases)
+    known = ", ".join(sorted(aliases)) or "none"
+    problems: list[tuple[str, str]] = []
+    for key in flow_keys:
+        try:
+            source, target = parse_flow_key(key)
+        except ValueError as exc:
+            problems.append((key, str(exc)))
+            continue
+        if source == target:
+            problems.append(
+                (key, f"flow {key!r} replicates cluster {source!r} into itself; name two clusters")
+            )
+        for alias in dict.fromkeys((source, target)):
+            if alias not in aliases:
+                problems.append(
+                    (
+                        key,
+                        f"flow {key!r} names cluster {alias!r}, which is not defined under clusters "
+                        f"(defined: {known}); add it or fix the flow name",
+                    )
+                )
+    return problems
+
+
+class MirrorConfig(BaseSettings):
+    """The whole `mm2.yaml`. Environment variables MIRROR_<KEY>__<SUBKEY> override the file."""
+
+    model_config = SettingsConfigDict(
+        frozen=True,
+        extra="forbid",
+        env_prefix="MIRROR_",
+        env_nested_delimiter="__",
+        case_sensitive=False,
+    )
+
+    clusters: dict[Alias, ClusterConfig]
+    flows: dict[str, FlowConfig] = Field(default_factory=dict)
+    spark: SparkConfig = Field(default_factory=SparkConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The YAML file arrives as init kwargs; the environment is listed first so it wins.
+        return (env_settings, init_settings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fold_env_keys_onto_aliases(cls, data: Any) -> Any:
+        # Environment variable names are case-insensitive, so MIRROR_CLUSTERS__B__... arrives as
+        # cluster "b"; merge it into the alias the file spells "B" rather than invent a new cluster.
+        if isinstance(data, dict):
+            for section in ("clusters", "flows"):
+                if isinstance(data.get(section), dict):
+                    data = {**data, section: _fold_case_duplicates(data[section])}
+        return data
+
+    @model_validator(mode="after")
+    def _flows_name_defined_clusters(self) -> MirrorConfig:
+        problems = [problem for _, problem in flow_problems(self.flows, self.clusters)]
+        if problems:
+            # One line per problem; the loader prints each on its own line.
+            raise ValueError("\n".join(problems))
+        return self
+
+    def flow_endpoints(self) -> list[tuple[str, str, FlowConfig]]:
+        """(source alias, target alias, flow) for every flow, in file order."""
+        return [(*parse_flow_key(key), flow) for key, flow in self.flows.items()]

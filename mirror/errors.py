@@ -1,0 +1,61 @@
+"""The exceptions `mirror` raises, all rooted at MirrorError.
+
+    MirrorError
+    ├── ConfigError            a configuration file or value is wrong (usage error, exit 2)
+    │   └── PropertiesImportError   an MM2 properties file cannot be read at all
+    ├── WireFormatError        bytes that are not a valid MM2/Connect record
+    ├── KafkaClientError       a Kafka operation failed (translated from KafkaException)
+    │   └── ClusterUnreachableError
+    └── LocalClusterError      the local broker launcher could not do its job
+        └── JarResolutionError
+
+Every message names the object and the remedy, so the CLI can print it as one line.
+`retriable` tells retry loops whether trying again can help.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class MirrorError(Exception):
+    """Root of every error `mirror` raises on purpose."""
+
+    retriable: ClassVar[bool] = False
+    exit_code: ClassVar[int] = 1
+
+
+class ConfigError(MirrorError):
+    """One or more problems in a configuration; `problems` holds one line each."""
+
+    exit_code: ClassVar[int] = 2
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+class PropertiesImportError(ConfigError):
+    """An MM2 properties file that cannot be converted."""
+
+
+class WireFormatError(MirrorError):
+    """Bytes that do not decode as the MM2 or Connect record they claim to be."""
+
+
+class KafkaClientError(MirrorError):
+    """A Kafka client operation failed; raised from the KafkaException that caused it."""
+
+
+class ClusterUnreachableError(KafkaClientError):
+    """No broker of a cluster answered within the timeout."""
+
+    retriable: ClassVar[bool] = True
+
+
+class LocalClusterError(MirrorError):
+    """The local broker launcher failed (format, start, stop)."""
+
+
+class JarResolutionError(LocalClusterError):
+    """Maven could not resolve the Apache Kafka jars."""

@@ -1,0 +1,60 @@
+"""Kafka client factories and the translation of librdkafka errors into MirrorErrors."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+
+from mirror.errors import ClusterUnreachableError, KafkaClientError
+
+# librdkafka logs connection failures on its own thread; we report them ourselves instead.
+_QUIET = {"log_level": 0}
+
+
+def admin_client(properties: Mapping[str, str]) -> AdminClient:
+    return AdminClient({**_QUIET, **properties})
+
+
+def consumer(properties: Mapping[str, str]) -> Consumer:
+    return Consumer({**_QUIET, **properties})
+
+
+def producer(properties: Mapping[str, str]) -> Producer:
+    return Producer({**_QUIET, **properties})
+
+
+def wait_until_reachable(properties: Mapping[str, str], *, timeout_seconds: float, what: str) -> None:
+    """Return once a broker answers a metadata request; ClusterUnreachableError after the timeout."""
+    bootstrap = properties.get("bootstrap.servers", "?")
+    admin = admin_client(properties)
+    deadline = time.monotonic() + timeout_seconds
+    last: Exception | None = None
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            admin.list_topics(timeout=max(0.5, min(remaining, 2.0)))
+            return
+        except KafkaException as exc:
+            last = exc
+        if time.monotonic() >= deadline:
+            raise ClusterUnreachableError(
+                f"{what}: no Kafka broker answered at {bootstrap} within {timeout_seconds:g}s "
+                f"({_reason(last)}); "
+                "check bootstrap_servers and that the cluster is up"
+            )
+
+
+def _reason(exc: Exception | None) -> str:
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return str(exc.args[0].str())
+    return str(exc) if exc else "no answer"
+
+
+def translate(exc: KafkaException, doing: str) -> KafkaClientError:
+    """A KafkaClientError that says what we were doing and what the broker said."""
+    error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+    detail = error.str() if error is not None else str(exc)
+    return KafkaClientError(f"{doing}: {detail}")

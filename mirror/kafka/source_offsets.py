@@ -1,0 +1,74 @@
+"""Connect source-offset records as MM2's MirrorSourceConnector stores them (MM2.md 1.5).
+
+key   = ["MirrorSourceConnector",{"cluster":"A","partition":3,"topic":"orders"}]
+value = {"offset":1234}      (the last upstream offset replicated; resume at offset + 1)
+
+Connect writes them with JsonConverter (schemas off) through Jackson: compact separators and the
+field order above. Writing the same bytes matters: compaction only collapses identical keys, and
+MM2 must find our positions (and we theirs) under the key it expects.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from mirror.errors import WireFormatError
+
+CONNECTOR_NAME = "MirrorSourceConnector"
+_COMPACT = (",", ":")
+
+
+@dataclass(frozen=True, slots=True)
+class SourcePartition:
+    """One upstream topic-partition of one source cluster, as Connect keys its offsets."""
+
+    cluster: str
+    topic: str
+    partition: int
+
+
+def encode_key(source: SourcePartition, connector: str = CONNECTOR_NAME) -> bytes:
+    partition_map = {"cluster": source.cluster, "partition": source.partition, "topic": source.topic}
+    return json.dumps([connector, partition_map], separators=_COMPACT, ensure_ascii=False).encode("utf-8")
+
+
+def encode_value(last_replicated_offset: int) -> bytes:
+    return json.dumps({"offset": last_replicated_offset}, separators=_COMPACT).encode("utf-8")
+
+
+def _load(data: bytes, what: str) -> Any:
+    try:
+        return json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise WireFormatError(f"Connect offset {what} is not JSON: {data[:80]!r}") from exc
+
+
+def decode_key(data: bytes) -> tuple[str, SourcePartition] | None:
+    """(connector name, partition) for a MirrorSourceConnector-shaped key, else None.
+
+    Offsets topics are shared with other connectors, so keys of another shape are not errors.
+    """
+    parsed = _load(data, "key")
+    if not (isinstance(parsed, list) and len(parsed) == 2 and isinstance(parsed[1], dict)):
+        return None
+    connector, partition_map = parsed
+    cluster, topic, partition = (partition_map.get(k) for k in ("cluster", "topic", "partition"))
+    if not (isinstance(connector, str) and isinstance(cluster, str) and isinstance(topic, str)):
+        return None
+    # bool is an int in Python; a Connect partition number never is one.
+    if not isinstance(partition, int) or isinstance(partition, bool):
+        return None
+    return connector, SourcePartition(cluster, topic, partition)
+
+
+def decode_value(data: bytes | None) -> int | None:
+    """The stored last-replicated offset, or None for a tombstone (offset reset)."""
+    if data is None:
+        return None
+    parsed = _load(data, "value")
+    offset = parsed.get("offset") if isinstance(parsed, dict) else None
+    if not isinstance(offset, int) or isinstance(offset, bool):
+        raise WireFormatError(f'Connect offset value has no integer "offset": {data[:80]!r}')
+    return offset

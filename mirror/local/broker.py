@@ -1,0 +1,246 @@
+"""One single-node KRaft Apache Kafka cluster as a local JVM process on 127.0.0.1."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from mirror.errors import ClusterUnreachableError, LocalClusterError
+from mirror.kafka.clients import wait_until_reachable
+
+HOST = "127.0.0.1"
+_MARKER = "-Dmirror.local.cluster="
+
+# What one broker needs for transactions and consumer groups to work with a single replica.
+SINGLE_NODE_SETTINGS: Mapping[str, str] = {
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "10",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "10",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "min.insync.replicas": "1",
+    "default.replication.factor": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    # Replicating into a topic that does not exist must be an error we report, not a silent create.
+    "auto.create.topics.enable": "false",
+}
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        return sock.connect_ex((HOST, port)) == 0
+
+
+@dataclass(frozen=True)
+class BrokerSpec:
+    """Where a local cluster lives and listens; enough to start it again after a stop."""
+
+    alias: str
+    directory: Path
+    port: int
+    controller_port: int
+    overrides: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.directory / "data"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.directory / "logs"
+
+    @property
+    def properties_file(self) -> Path:
+        return self.directory / "server.properties"
+
+
+class LocalBroker:
+    """Formats, starts, waits for and stops one broker process. Runs on the caller's machine only."""
+
+    def __init__(self, spec: BrokerSpec, libs: Path, *, heap: str = "1g") -> None:
+        self.spec = spec
+        self._libs = libs
+        self._heap = heap
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.spec.bootstrap_servers
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def _java(self) -> str:
+        java = shutil.which("java")
+        if java is None:
+            raise LocalClusterError(
+                "java is not on PATH; install a JDK 17 or newer to run local Kafka clusters"
+            )
+        return java
+
+    def _jvm_args(self) -> list[str]:
+        log4j = resources.files("mirror.local") / "log4j2.properties"
+        return [
+            self._java(),
+            f"-Xmx{self._heap}",
+            "-XX:+UseG1GC",
+            "-Djava.awt.headless=true",
+            f"-Dkafka.logs.dir={self.spec.log_dir}",
+            f"-Dlog4j2.configurationFile={log4j}",
+            # Tags the process so status/stop never act on an unrelated process that reused the pid.
+            f"{_MARKER}{self.spec.directory.resolve()}",
+            "-cp",
+            str(self._libs / "*"),
+        ]
+
+    def write_properties(self) -> None:
+        spec = self.spec
+        settings = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@{HOST}:{spec.controller_port}",
+            "listeners": f"PLAINTEXT://{HOST}:{spec.port},CONTROLLER://{HOST}:{spec.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{HOST}:{spec.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(spec.data_dir.resolve()),
+            **SINGLE_NODE_SETTINGS,
+            **spec.overrides,
+        }
+        spec.directory.mkdir(parents=True, exist_ok=True)
+        spec.log_dir.mkdir(parents=True, exist_ok=True)
+        text = "".join(f"{key}={value}\n" for key, value in settings.items())
+        spec.properties_file.write_text(text, encoding="utf-8")
+
+    def format_storage(self) -> None:
+        """Format KRaft storage once; a formatted directory keeps its data across restarts."""
+        if (self.spec.data_dir / "meta.properties").exists():
+            return
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+        command = [
+            *self._jvm_args(), "kafka.tools.StorageTool", "format",
+            "-t", cluster_id, "-c", str(self.spec.properties_file),
+        ]  # fmt: skip
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise LocalClusterError(
+                f"cluster {self.spec.alias}: formatting KRaft storage in {self.spec.data_dir} failed "
+                f"({_last_line(result.stderr or result.stdout)}); delete the directory and retry"
+            )
+
+    def start(self) -> None:
+        for port in (self.spec.port, self.spec.controller_port):
+            if port_in_use(port):
+                raise LocalClusterError(
+                    f"cluster {self.spec.alias}: port {port} on {HOST} is already in use; stop what holds it "
+                    "or choose other ports"
+                )
+        self.write_properties()
+        self.format_storage()
+        with (self.spec.log_dir / "stdout.log").open("ab") as out:
+            self._process = subprocess.Popen(
+                [*self._jvm_args(), "kafka.Kafka", str(self.spec.properties_file)],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                # Its own session: a Ctrl-C meant for the launcher does not reach a running broker.
+                start_new_session=True,
+            )
+
+    def wait_until_ready(self, timeout_seconds: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout_seconds
+        properties = {"bootstrap.servers": self.bootstrap_servers}
+        while True:
+            if self._process is not None and self._process.poll() is not None:
+                raise LocalClusterError(
+                    f"cluster {self.spec.alias}: the broker exited with code "
+                    f"{self._process.returncode} while "
+                    f"starting; see {self.spec.log_dir / 'server.log'}"
+                )
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise LocalClusterError(
+                    f"cluster {self.spec.alias}: the broker did not answer on "
+                    f"{self.bootstrap_servers} within "
+                    f"{timeout_seconds:g}s; see {self.spec.log_dir / 'server.log'}"
+                )
+            try:
+                wait_until_reachable(properties, timeout_seconds=min(remaining, 2.0), what=self.spec.alias)
+                return
+            except ClusterUnreachableError:
+                continue
+
+    def stop(self, timeout_seconds: float = 30.0) -> None:
+        if self._process is not None:
+            stop_process(self._process.pid, timeout_seconds)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._process.wait(timeout=1)
+            self._process = None
+
+
+def is_local_broker(pid: int, directory: Path) -> bool:
+    """True if `pid` is alive and is the broker of `directory` (not a process that reused the pid)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    marker = f"{_MARKER}{directory.resolve()}".encode()
+    return marker in cmdline
+
+
+def stop_process(pid: int, timeout_seconds: float = 30.0) -> None:
+    """SIGTERM (a clean broker shutdown), then SIGKILL if it is still there after the timeout."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout_seconds
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    # A child of ours that exited stays a zombie until reaped; reap it if it is ours.
+    with contextlib.suppress(ChildProcessError):
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else "no output"

@@ -1,0 +1,19 @@
+"""Replication policies (remote topic naming) and topic/group filters, with MM2's semantics."""
+
+from mirror.policy.filters import GroupFilter, TopicFilter, should_replicate_topic
+from mirror.policy.replication_policy import (
+    DefaultReplicationPolicy,
+    IdentityReplicationPolicy,
+    ReplicationPolicy,
+    make_policy,
+)
+
+__all__ = [
+    "DefaultReplicationPolicy",
+    "GroupFilter",
+    "IdentityReplicationPolicy",
+    "ReplicationPolicy",
+    "TopicFilter",
+    "make_policy",
+    "should_replicate_topic",
+]

@@ -1,0 +1,41 @@
+"""Small helpers shared by the integration tests."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Callable
+from typing import TypeVar
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+T = TypeVar("T")
+
+
+def unique_name(request: pytest.FixtureRequest, prefix: str = "") -> str:
+    """A topic or group name of its own for each test, readable in broker logs."""
+    test = re.sub(r"[^A-Za-z0-9_-]", "-", request.node.name)[:60]
+    return f"{prefix}{test}-{uuid.uuid4().hex[:6]}"
+
+
+def assert_eventually(check: Callable[[], T], *, timeout: float = 30.0, interval: float = 0.2) -> T:
+    """Retry `check` until it stops raising AssertionError; after `timeout`, re-raise the last one."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return check()
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(interval)
+
+
+def create_topic(
+    bootstrap_servers: str, name: str, partitions: int = 1, config: dict[str, str] | None = None
+) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    futures = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})], operation_timeout=30)
+    for future in futures.values():
+        future.result(timeout=30)

@@ -1,0 +1,100 @@
+"""Where the tests' Kafka clusters come from: one factory, three backends.
+
+- local (default, and what CI uses): real KRaft brokers from the Maven Central jars, as JVM
+  processes on 127.0.0.1, started by mirror's own launcher;
+- existing: MIRROR_TEST_SOURCE_BOOTSTRAP / MIRROR_TEST_TARGET_BOOTSTRAP name running clusters;
+- testcontainers: MIRROR_TEST_KAFKA_BACKEND=testcontainers runs the apache/kafka image (needs Docker).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mirror.local.broker import BrokerSpec, free_port
+from mirror.local.environment import start_brokers
+from mirror.local.jars import KAFKA_VERSION, kafka_libs
+
+
+@dataclass(frozen=True)
+class KafkaCluster:
+    """A cluster a test can talk to; `libs` is set when Kafka's own Java tools are available."""
+
+    alias: str
+    bootstrap_servers: str
+    libs: Path | None = None
+
+    def properties(self, **extra: str) -> dict[str, str]:
+        return {"bootstrap.servers": self.bootstrap_servers, **extra}
+
+
+@contextmanager
+def local_clusters(aliases: tuple[str, ...], root: Path) -> Iterator[list[KafkaCluster]]:
+    libs = kafka_libs()
+    specs = [BrokerSpec(alias, root / alias, free_port(), free_port()) for alias in aliases]
+    brokers = start_brokers(specs, libs=libs)
+    try:
+        yield [KafkaCluster(b.spec.alias, b.bootstrap_servers, libs) for b in brokers]
+    finally:
+        for broker in brokers:
+            broker.stop()
+
+
+@contextmanager
+def existing_clusters(aliases: tuple[str, ...], root: Path) -> Iterator[list[KafkaCluster]]:
+    bootstraps = [os.environ["MIRROR_TEST_SOURCE_BOOTSTRAP"], os.environ["MIRROR_TEST_TARGET_BOOTSTRAP"]]
+    libs = kafka_libs() if os.environ.get("MIRROR_TEST_JAVA_TOOLS", "1") == "1" else None
+    yield [KafkaCluster(alias, bootstrap, libs) for alias, bootstrap in zip(aliases, bootstraps, strict=True)]
+
+
+@contextmanager
+def container_clusters(aliases: tuple[str, ...], root: Path) -> Iterator[list[KafkaCluster]]:
+    # Imported here: only people who pick this backend need Docker and its client.
+    from testcontainers.core.container import DockerContainer
+    from testcontainers.core.waiting_utils import wait_for_logs
+
+    image = os.environ.get("MIRROR_TEST_KAFKA_IMAGE", f"apache/kafka:{KAFKA_VERSION}")
+    with ExitStack() as stack:
+        clusters = []
+        for alias in aliases:
+            # The advertised address must be the one the host dials, so the host port is fixed
+            # and identical to the container port.
+            port = free_port()
+            container: Any = (
+                DockerContainer(image)
+                .with_bind_ports(port, port)
+                .with_env("KAFKA_NODE_ID", "1")
+                .with_env("KAFKA_PROCESS_ROLES", "broker,controller")
+                .with_env("KAFKA_LISTENERS", f"PLAINTEXT://:{port},CONTROLLER://:9093")
+                .with_env("KAFKA_ADVERTISED_LISTENERS", f"PLAINTEXT://127.0.0.1:{port}")
+                .with_env("KAFKA_CONTROLLER_LISTENER_NAMES", "CONTROLLER")
+                .with_env("KAFKA_LISTENER_SECURITY_PROTOCOL_MAP", "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT")
+                .with_env("KAFKA_CONTROLLER_QUORUM_VOTERS", "1@localhost:9093")
+                .with_env("KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR", "1")
+                .with_env("KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR", "1")
+                .with_env("KAFKA_TRANSACTION_STATE_LOG_MIN_ISR", "1")
+                .with_env("KAFKA_MIN_INSYNC_REPLICAS", "1")
+                .with_env("KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS", "0")
+                .with_env("KAFKA_AUTO_CREATE_TOPICS_ENABLE", "false")
+            )
+            stack.enter_context(container)
+            wait_for_logs(container, "Kafka Server started", timeout=120)
+            clusters.append(KafkaCluster(alias, f"127.0.0.1:{port}", None))
+        yield clusters
+
+
+Backend = Callable[[tuple[str, ...], Path], Any]
+
+
+def choose_backend() -> Backend:
+    if os.environ.get("MIRROR_TEST_SOURCE_BOOTSTRAP") and os.environ.get("MIRROR_TEST_TARGET_BOOTSTRAP"):
+        return existing_clusters
+    name = os.environ.get("MIRROR_TEST_KAFKA_BACKEND", "local")
+    backends: dict[str, Backend] = {"local": local_clusters, "testcontainers": container_clusters}
+    if name not in backends:
+        raise ValueError(f"MIRROR_TEST_KAFKA_BACKEND={name!r}: use one of {', '.join(backends)}")
+    return backends[name]
