@@ -3,13 +3,16 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup jars demo test test-unit lint format clean
+.PHONY: install setup jars demo test test-unit lint format clean
 
 $(BIN)/mirror: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(BIN)/mirror
+
+## install: a virtualenv with mirror and its dev tools
+install: $(BIN)/mirror
 
 ## setup: a virtualenv with mirror and its dev tools, plus the Apache Kafka jars
 setup: $(BIN)/mirror jars

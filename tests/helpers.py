@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
@@ -39,3 +42,15 @@ def create_topic(
     futures = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})], operation_timeout=30)
     for future in futures.values():
         future.result(timeout=30)
+
+
+def run_mirror(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """The `mirror` command as a user runs it: a separate process, its exit code and output."""
+    return subprocess.run(
+        [sys.executable, "-m", "mirror", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+        check=False,
+    )

@@ -13,20 +13,9 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mirror.config import load_config
-from tests.helpers import assert_eventually, create_topic
+from tests.helpers import assert_eventually, create_topic, run_mirror
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-def mirror(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mirror", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=300,
-        check=False,
-    )
 
 
 def free_base_port() -> int:
@@ -51,7 +40,7 @@ def broker_pids(directory: Path) -> list[int]:
 
 def test_up_status_down_manage_two_real_clusters(tmp_path: Path) -> None:
     base = free_base_port()
-    up = mirror("local", "up", "--dir", "clusters", "--base-port", str(base), cwd=tmp_path)
+    up = run_mirror("local", "up", "--dir", "clusters", "--base-port", str(base), cwd=tmp_path)
     try:
         assert up.returncode == 0, up.stderr
         assert f"A  127.0.0.1:{base}" in up.stdout
@@ -63,7 +52,7 @@ def test_up_status_down_manage_two_real_clusters(tmp_path: Path) -> None:
         assert config.clusters["A"].bootstrap_servers == f"127.0.0.1:{base}"
         assert config.flows["A->B"].enabled
 
-        again = mirror("local", "up", "--dir", "clusters", "--base-port", str(base), cwd=tmp_path)
+        again = run_mirror("local", "up", "--dir", "clusters", "--base-port", str(base), cwd=tmp_path)
         assert again.returncode == 0
         assert "already running" in again.stderr
         assert (
@@ -71,7 +60,7 @@ def test_up_status_down_manage_two_real_clusters(tmp_path: Path) -> None:
             == pids
         )
 
-        status = mirror("local", "status", "--dir", "clusters", cwd=tmp_path)
+        status = run_mirror("local", "status", "--dir", "clusters", cwd=tmp_path)
         assert status.returncode == 0
         assert status.stdout.count("running") == 2
 
@@ -93,11 +82,11 @@ def test_up_status_down_manage_two_real_clusters(tmp_path: Path) -> None:
 
         assert (tmp_path / "clusters" / "A" / "logs" / "server.log").stat().st_size > 0
     finally:
-        down = mirror("local", "down", "--dir", "clusters", cwd=tmp_path)
+        down = run_mirror("local", "down", "--dir", "clusters", cwd=tmp_path)
     assert down.returncode == 0
     assert "stopped: A, B" in down.stdout
     assert broker_pids(tmp_path / "clusters" / "A") == []
-    assert mirror("local", "status", "--dir", "clusters", cwd=tmp_path).stdout.count("stopped") == 2
+    assert run_mirror("local", "status", "--dir", "clusters", cwd=tmp_path).stdout.count("stopped") == 2
 
 
 def _poll_one(consumer: Consumer) -> bytes:

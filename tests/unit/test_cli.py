@@ -2,29 +2,18 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import run_mirror
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 VALID = "clusters:\n  A: {bootstrap_servers: a:1}\n  B: {bootstrap_servers: b:1}\nflows:\n  A->B: {}\n"
 
 
-def mirror(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mirror", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=60,
-        check=False,
-    )
-
-
 def test_help_lists_the_commands() -> None:
-    result = mirror("--help")
+    result = run_mirror("--help")
     assert result.returncode == 0
     for command in ("run", "validate", "config", "local"):
         assert command in result.stdout
@@ -33,7 +22,7 @@ def test_help_lists_the_commands() -> None:
 def test_run_says_replication_is_not_built_yet(tmp_path: Path) -> None:
     config = tmp_path / "mm2.yaml"
     config.write_text(VALID, encoding="utf-8")
-    result = mirror("run", str(config))
+    result = run_mirror("run", str(config))
     assert result.returncode == 1
     assert "replication is not built yet" in result.stderr
     assert "A->B" in result.stderr
@@ -41,19 +30,19 @@ def test_run_says_replication_is_not_built_yet(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("fixture", ["01-bad-yaml.yaml", "02-unknown-key.yaml", "19-several-problems.yaml"])
 def test_run_rejects_a_bad_config_without_a_traceback(fixture: str) -> None:
-    result = mirror("run", str(FIXTURES / "bad_configs" / fixture))
+    result = run_mirror("run", str(FIXTURES / "bad_configs" / fixture))
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert all(line.startswith("mirror: ") for line in result.stderr.splitlines())
 
 
 def test_unknown_command_is_a_usage_error() -> None:
-    result = mirror("replicate")
+    result = run_mirror("replicate")
     assert result.returncode == 2
     assert "invalid choice" in result.stderr
 
 
 def test_status_without_local_clusters_says_how_to_start_them(tmp_path: Path) -> None:
-    result = mirror("local", "status", "--dir", str(tmp_path / "none"))
+    result = run_mirror("local", "status", "--dir", str(tmp_path / "none"))
     assert result.returncode == 1
     assert "mirror local up" in result.stdout
