@@ -62,15 +62,10 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def _run(args: argparse.Namespace) -> int:
     from mirror.config import load_config
+    from mirror.replication.supervisor import Supervisor
 
     config = load_config(args.config)
-    flows = [f"{s}->{t}" for s, t, flow in config.flow_endpoints() if flow.enabled]
-    print(
-        f"mirror: {args.config} is valid ({len(flows)} enabled flow(s): {', '.join(flows) or 'none'}), "
-        "but replication is not built yet: the source component is the next piece of work",
-        file=sys.stderr,
-    )
-    return 1
+    return Supervisor(config, out=lambda line: print(line, file=sys.stderr, flush=True)).run()
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -153,6 +148,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if not args.debug:
+        # Their INFO lines (every job run, every py4j call) drown mirror's own progress lines.
+        for chatty in ("apscheduler", "py4j"):
+            logging.getLogger(chatty).setLevel(logging.WARNING)
     try:
         return int(args.handler(args))
     except MirrorError as exc:

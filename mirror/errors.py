@@ -5,7 +5,12 @@
     │   └── PropertiesImportError   an MM2 properties file cannot be read at all
     ├── WireFormatError        bytes that are not a valid MM2/Connect record
     ├── KafkaClientError       a Kafka operation failed (translated from KafkaException)
-    │   └── ClusterUnreachableError
+    │   ├── ClusterUnreachableError
+    │   └── ProducerFencedError     a newer writer took over a transactional id (we are the zombie)
+    ├── ReplicationError       a flow cannot go on without the user (record too large, data lost)
+    │   ├── RecordTooLargeError
+    │   └── SourceTruncatedError
+    ├── FlowTakenOverError     another `mirror run` instance now owns the flow
     └── LocalClusterError      the local broker launcher could not do its job
         └── JarResolutionError
 
@@ -51,6 +56,30 @@ class ClusterUnreachableError(KafkaClientError):
     """No broker of a cluster answered within the timeout."""
 
     retriable: ClassVar[bool] = True
+
+
+class ProducerFencedError(KafkaClientError):
+    """A producer with the same transactional id and a newer epoch exists; this one must stop."""
+
+    retriable: ClassVar[bool] = True
+
+
+class ReplicationError(MirrorError):
+    """A flow stopped for a reason only the user can fix."""
+
+
+class RecordTooLargeError(ReplicationError):
+    """A source record is larger than the target accepts."""
+
+
+class SourceTruncatedError(ReplicationError):
+    """Source records were deleted (retention, topic re-created) before they were copied."""
+
+
+class FlowTakenOverError(MirrorError):
+    """Another `mirror run` instance fenced this one for a flow."""
+
+    exit_code: ClassVar[int] = 3
 
 
 class LocalClusterError(MirrorError):

@@ -130,7 +130,8 @@ class FlowConfig(_Model):
     replication_policy_separator: Annotated[str, StringConstraints(min_length=1)] = "."
     replication_policy_internal_topic_separator_enabled: bool = True
     exactly_once: bool = True
-    offset_syncs_topic_location: Literal["source", "target"] = "source"
+    # None: "target" with exactly-once (syncs commit in the data's transaction), else MM2's "source".
+    offset_syncs_topic_location: Literal["source", "target"] | None = None
     emit_offset_syncs: bool = True
     offset_lag_max: Annotated[int, Field(ge=0)] = 100
     refresh_topics: bool = True
@@ -154,6 +155,7 @@ class FlowConfig(_Model):
         default_factory=lambda: list(DEFAULT_CONFIG_PROPERTIES_EXCLUDE)
     )
     offsets_storage_topic: str | None = None
+    max_records_per_batch: Annotated[int, Field(ge=1)] = 400_000
     on_source_truncation: Literal["continue", "fail"] = "continue"
 
     @field_validator("topics", "topics_exclude", "groups", "groups_exclude", "config_properties_exclude")

@@ -1,0 +1,142 @@
+"""Admin operations on topics, watermarks and the positions group, with errors translated."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+)
+
+from mirror.kafka.clients import translate
+
+TIMEOUT_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    name: str
+    partitions: int
+
+
+def list_topics(admin: AdminClient, *, what: str) -> dict[str, TopicDescription]:
+    """Every topic of a cluster with its partition count."""
+    try:
+        metadata = admin.list_topics(timeout=TIMEOUT_SECONDS)
+    except KafkaException as exc:
+        raise translate(exc, f"listing topics of {what}") from exc
+    return {
+        name: TopicDescription(name, len(topic.partitions))
+        for name, topic in metadata.topics.items()
+        if topic.error is None
+    }
+
+
+def non_default_configs(admin: AdminClient, topic: str) -> dict[str, str]:
+    """Topic configs set explicitly on the topic (what MM2 copies when it creates a remote topic)."""
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    try:
+        entries = admin.describe_configs([resource])[resource].result(timeout=TIMEOUT_SECONDS)
+    except KafkaException as exc:
+        raise translate(exc, f"describing configs of topic {topic}") from exc
+    return {
+        name: entry.value
+        for name, entry in entries.items()
+        if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+        and not entry.is_read_only
+        and not entry.is_sensitive
+        and entry.value is not None
+    }
+
+
+def create_topic(
+    admin: AdminClient,
+    name: str,
+    *,
+    partitions: int,
+    replication_factor: int | None,
+    config: Mapping[str, str],
+) -> bool:
+    """Create `name`; False if it already existed (another instance, or MM2, made it first)."""
+    new_topic = NewTopic(name, partitions, replication_factor or -1, config=dict(config))
+    try:
+        admin.create_topics([new_topic], operation_timeout=TIMEOUT_SECONDS)[name].result(
+            timeout=TIMEOUT_SECONDS
+        )
+    except KafkaException as exc:
+        if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+            return False
+        raise translate(exc, f"creating topic {name}") from exc
+    return True
+
+
+def add_partitions(admin: AdminClient, name: str, total: int) -> None:
+    try:
+        admin.create_partitions([NewPartitions(name, total)])[name].result(timeout=TIMEOUT_SECONDS)
+    except KafkaException as exc:
+        if exc.args[0].code() == KafkaError.INVALID_PARTITIONS:
+            return  # already at least `total`: someone else added them
+        raise translate(exc, f"adding partitions to {name}") from exc
+
+
+Partition = tuple[str, int]  # (topic, partition): callers outside mirror/kafka never see TopicPartition
+
+
+def _list_offsets(
+    admin: AdminClient, partitions: Iterable[Partition], spec: OffsetSpec
+) -> dict[Partition, int]:
+    request = {TopicPartition(topic, partition): spec for topic, partition in partitions}
+    if not request:
+        return {}
+    try:
+        futures = admin.list_offsets(
+            request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=TIMEOUT_SECONDS
+        )
+        return {
+            (tp.topic, tp.partition): future.result(timeout=TIMEOUT_SECONDS).offset
+            for tp, future in futures.items()
+        }
+    except KafkaException as exc:
+        raise translate(exc, "listing partition offsets") from exc
+
+
+def last_stable_offsets(admin: AdminClient, partitions: Iterable[Partition]) -> dict[Partition, int]:
+    """The read_committed end of each partition: everything below it is decided (committed or aborted)."""
+    return _list_offsets(admin, partitions, OffsetSpec.latest())
+
+
+def earliest_offsets(admin: AdminClient, partitions: Iterable[Partition]) -> dict[Partition, int]:
+    return _list_offsets(admin, partitions, OffsetSpec.earliest())
+
+
+def committed_positions(consumer: Consumer, partitions: Iterable[Partition]) -> dict[Partition, int]:
+    """The group's committed offsets; partitions without one are absent.
+
+    The consumer must be read_committed: then the broker answers only once no transactional
+    commit of these offsets is pending (KIP-447 require_stable).
+    """
+    request = [TopicPartition(topic, partition) for topic, partition in partitions]
+    if not request:
+        return {}
+    try:
+        result = consumer.committed(request, timeout=TIMEOUT_SECONDS)
+    except KafkaException as exc:
+        raise translate(exc, "reading committed positions") from exc
+    return {(tp.topic, tp.partition): tp.offset for tp in result if tp.error is None and tp.offset >= 0}
+
+
+def commit_positions(consumer: Consumer, positions: Mapping[Partition, int]) -> None:
+    offsets = [TopicPartition(topic, partition, offset) for (topic, partition), offset in positions.items()]
+    if not offsets:
+        return
+    try:
+        consumer.commit(offsets=offsets, asynchronous=False)
+    except KafkaException as exc:
+        raise translate(exc, "committing positions") from exc

@@ -1,0 +1,53 @@
+"""Reconcile a flow's positions group with its offsets topic before replication starts.
+
+The offsets topic (Connect's format) is what MM2 and KIP-618 tooling read and write; the
+positions group is the O(1) guard the copier reads. If MM2, or an older mirror, advanced the
+offsets topic past the group, the group is moved forward so nothing is copied twice.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from mirror.kafka.admin import commit_positions, committed_positions
+from mirror.kafka.clients import consumer
+from mirror.kafka.offsets_store import read_to_end
+from mirror.kafka.source_offsets import CONNECTOR_NAME, decode_key, decode_value
+from mirror.replication.settings import FlowSettings
+
+log = logging.getLogger(__name__)
+
+
+def reconcile_positions(settings: FlowSettings) -> int:
+    """Move the positions group up to the offsets topic where that is ahead; returns how many moved."""
+    stored = read_to_end(settings.target_consumer, settings.offsets_topic)
+    from_topic: dict[tuple[str, int], int] = {}
+    for raw_key, raw_value in stored.items():
+        decoded = decode_key(raw_key)
+        if decoded is None:
+            continue
+        connector, source = decoded
+        offset = decode_value(raw_value)
+        if connector != CONNECTOR_NAME or source.cluster != settings.source or offset is None:
+            continue
+        # Connect stores the last replicated offset; replication resumes after it.
+        from_topic[(settings.remote_topic(source.topic), source.partition)] = offset + 1
+    group = consumer(
+        {
+            **settings.target_consumer,
+            "group.id": settings.positions_group(),
+            "enable.auto.commit": "false",
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        committed = committed_positions(group, list(from_topic))
+        ahead = {tp: pos for tp, pos in from_topic.items() if pos > committed.get(tp, -1)}
+        commit_positions(group, ahead)
+    finally:
+        group.close()
+    if ahead:
+        log.info(
+            "flow %s: took %d partition positions from %s", settings.name, len(ahead), settings.offsets_topic
+        )
+    return len(ahead)

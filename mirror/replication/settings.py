@@ -1,0 +1,118 @@
+"""Everything a flow's Spark job needs, as one picklable, JSON-able value.
+
+FlowSettings crosses process boundaries (driver -> data-source planner -> executors), so it holds
+plain data only: revealed client properties, names, numbers. It is built once on the driver from
+the validated MirrorConfig, and every name (transactional ids, groups, topics) comes from here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+from mirror.config.models import FlowConfig, MirrorConfig
+from mirror.policy import ReplicationPolicy, TopicFilter, make_policy
+
+
+@dataclass(frozen=True)
+class FlowSettings:
+    source: str
+    target: str
+    source_consumer: dict[str, str]
+    source_admin: dict[str, str]
+    source_producer: dict[str, str]
+    target_producer: dict[str, str]
+    target_consumer: dict[str, str]
+    target_admin: dict[str, str]
+    topics: list[str]
+    topics_exclude: list[str]
+    replication_policy: str = "default"
+    separator: str = "."
+    internal_separator_enabled: bool = True
+    heartbeats_replication: bool = True
+    exactly_once: bool = True
+    offset_syncs_location: str = "target"
+    emit_offset_syncs: bool = True
+    offset_lag_max: int = 100
+    offsets_topic: str = ""
+    max_records_per_batch: int = 400_000
+    replication_factor: int | None = None
+    internal_replication_factor: int | None = None
+    config_properties_exclude: list[str] = field(default_factory=list)
+    on_source_truncation: str = "continue"
+
+    @property
+    def name(self) -> str:
+        return f"{self.source}->{self.target}"
+
+    def policy(self) -> ReplicationPolicy:
+        return make_policy(
+            "identity" if self.replication_policy == "identity" else "default",
+            source_alias=self.source,
+            separator=self.separator,
+            internal_topic_separator_enabled=self.internal_separator_enabled,
+        )
+
+    def topic_filter(self) -> TopicFilter:
+        return TopicFilter(self.topics, self.topics_exclude)
+
+    def remote_topic(self, topic: str) -> str:
+        return self.policy().remote_topic(self.source, topic)
+
+    def offset_syncs_topic(self) -> str:
+        # MM2 names the topic after "the other cluster" of where it lives (MM2.md section 0).
+        other = self.target if self.offset_syncs_location == "source" else self.source
+        return self.policy().offset_syncs_topic(other)
+
+    def transactional_id(self, topic: str, partition: int) -> str:
+        """One id per source partition: any new attempt at a partition's work fences the old one."""
+        return f"mirror-{self.source}-{self.target}-{topic}-{partition}"
+
+    def positions_group(self) -> str:
+        """Target-side group holding the next source offset per remote partition (O(1) guard).
+
+        The "__" prefix keeps it out of MM2's and mirror's default group filters.
+        """
+        return f"__mirror-positions.{self.source}-{self.target}"
+
+    def lease_transactional_id(self) -> str:
+        """Held by the one `mirror run` instance that owns this flow."""
+        return f"mirror-{self.source}-{self.target}-instance"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> FlowSettings:
+        return cls(**json.loads(text))
+
+
+def flow_settings(config: MirrorConfig, source: str, target: str, flow: FlowConfig) -> FlowSettings:
+    source_cluster, target_cluster = config.clusters[source], config.clusters[target]
+    location = flow.offset_syncs_topic_location or ("target" if flow.exactly_once else "source")
+    return FlowSettings(
+        source=source,
+        target=target,
+        source_consumer=source_cluster.client_properties("consumer"),
+        source_admin=source_cluster.client_properties("admin"),
+        source_producer=source_cluster.client_properties("producer"),
+        target_producer=target_cluster.client_properties("producer"),
+        target_consumer=target_cluster.client_properties("consumer"),
+        target_admin=target_cluster.client_properties("admin"),
+        topics=list(flow.topics),
+        topics_exclude=list(flow.topics_exclude),
+        replication_policy=flow.replication_policy,
+        separator=flow.replication_policy_separator,
+        internal_separator_enabled=flow.replication_policy_internal_topic_separator_enabled,
+        heartbeats_replication=flow.heartbeats_replication,
+        exactly_once=flow.exactly_once,
+        offset_syncs_location=location,
+        emit_offset_syncs=flow.emit_offset_syncs,
+        offset_lag_max=flow.offset_lag_max,
+        offsets_topic=flow.offsets_storage_topic or f"mm2-offsets.{source}.internal",
+        max_records_per_batch=flow.max_records_per_batch,
+        replication_factor=flow.replication_factor,
+        internal_replication_factor=flow.internal_topics_replication_factor,
+        config_properties_exclude=list(flow.config_properties_exclude),
+        on_source_truncation=flow.on_source_truncation,
+    )

@@ -1,0 +1,273 @@
+"""`mirror run`: prepare every enabled flow, run its source query, report progress, stop cleanly.
+
+Driver only. Order at start, per flow: reach both clusters, create internal and remote topics,
+take the flow's positions from its offsets topic, take the flow's lease (fencing an older
+instance), then start the query. On SIGINT/SIGTERM the planner stops issuing batches, the batch
+in flight finishes (its transactions commit), and only then are the queries stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from pyspark.sql.streaming.query import StreamingQuery
+
+from mirror.config.models import FlowConfig, MirrorConfig
+from mirror.errors import ConfigError, FlowTakenOverError, MirrorError, ReplicationError
+from mirror.kafka.clients import wait_until_reachable
+from mirror.kafka.lease import FlowLease
+from mirror.kafka.positions import reconcile_positions
+from mirror.replication.job import start_source_query
+from mirror.replication.settings import FlowSettings, flow_settings
+from mirror.spark.session import build_session
+from mirror.topics.sync import TopicSync
+
+log = logging.getLogger("mirror")
+
+REACH_TIMEOUT_SECONDS = 30.0
+LEASE_RENEW_SECONDS = 2.0
+PROGRESS_SECONDS = 5.0
+DRAIN_SECONDS = 60.0
+EXIT_OK, EXIT_FAILED = 0, 1
+_MIRROR_ERROR_LINE = re.compile(r"(?:mirror\.errors\.)?(\w+Error): (flow [^\n]+)")
+
+
+@dataclass
+class FlowProgress:
+    """Counters one flow's foreachBatch updates and the progress line reads."""
+
+    records: int = 0
+    bytes: int = 0
+    batches: int = 0
+    fenced: int = 0
+    truncated: int = 0
+    window_records: int = 0
+    window_bytes: int = 0
+    window_started: float = field(default_factory=time.monotonic)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, rows: list[dict[str, Any]]) -> None:
+        with self.lock:
+            self.batches += 1
+            for row in rows:
+                self.records += row["records"]
+                self.bytes += row["bytes"]
+                self.window_records += row["records"]
+                self.window_bytes += row["bytes"]
+                self.fenced += row["fenced"]
+                self.truncated += row["truncated_records"]
+
+    def take_rates(self) -> tuple[float, float]:
+        with self.lock:
+            elapsed = max(time.monotonic() - self.window_started, 1e-6)
+            rates = self.window_records / elapsed, self.window_bytes / elapsed
+            self.window_records = self.window_bytes = 0
+            self.window_started = time.monotonic()
+            return rates
+
+
+@dataclass
+class _Flow:
+    settings: FlowSettings
+    config: FlowConfig
+    topic_sync: TopicSync
+    lease: FlowLease
+    stop_file: Path
+    progress: FlowProgress = field(default_factory=FlowProgress)
+    query: StreamingQuery | None = None
+
+
+class Supervisor:
+    def __init__(self, config: MirrorConfig, *, out: Callable[[str], None] = print) -> None:
+        self._config = config
+        self._out = out
+        self._stop = threading.Event()
+        self._failure: MirrorError | None = None
+        self._flows: list[_Flow] = []
+
+    def request_stop(self, *_: Any) -> None:
+        self._stop.set()
+
+    def _fail(self, error: MirrorError) -> None:
+        if self._failure is None:
+            self._failure = error
+        self._stop.set()
+
+    def run(self) -> int:
+        enabled = [
+            (flow_settings(self._config, source, target, flow), flow)
+            for source, target, flow in self._config.flow_endpoints()
+            if flow.enabled
+        ]
+        if not enabled:
+            raise ConfigError(["no enabled flow in the configuration; set enabled: true on a flow"])
+        self._reach_clusters([settings for settings, _ in enabled])
+        state_dir = Path(self._config.spark.checkpoint_dir)
+        for settings, flow_config in enabled:
+            self._flows.append(self._prepare(settings, flow_config, state_dir))
+        spark = build_session(self._config.spark)
+        scheduler = BackgroundScheduler(job_defaults={"max_instances": 1, "coalesce": True})
+        previous = {sig: signal.signal(sig, self.request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            for flow in self._flows:
+                flow.query = start_source_query(
+                    spark,
+                    flow.settings,
+                    state_dir / _flow_dir(flow.settings) / "source",
+                    flow.stop_file,
+                    _recorder(flow.progress),
+                )
+                self._schedule(scheduler, flow)
+            scheduler.start()
+            self._supervise()
+        finally:
+            self._shutdown(scheduler)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if self._failure is not None:
+            raise self._failure
+        return EXIT_OK
+
+    def _reach_clusters(self, settings: list[FlowSettings]) -> None:
+        aliases = dict.fromkeys(alias for s in settings for alias in (s.source, s.target))
+        for alias in aliases:
+            wait_until_reachable(
+                self._config.clusters[alias].client_properties("admin"),
+                timeout_seconds=REACH_TIMEOUT_SECONDS,
+                what=f"cluster {alias}",
+            )
+
+    def _prepare(self, settings: FlowSettings, flow_config: FlowConfig, state_dir: Path) -> _Flow:
+        if settings.exactly_once:
+            self._out(
+                f"flow {settings.name}: exactly-once (records, positions and offset syncs commit together)"
+            )
+        else:
+            self._out(
+                f"flow {settings.name}: at-least-once (exactly_once: false); after a crash, "
+                "records since the last commit may be copied twice"
+            )
+        topic_sync = TopicSync(settings)
+        topic_sync.ensure_internal_topics()
+        topic_sync.sync()
+        reconcile_positions(settings)
+        lease = FlowLease(settings)
+        lease.acquire()
+        stop_file = state_dir / _flow_dir(settings) / "stopping"
+        stop_file.parent.mkdir(parents=True, exist_ok=True)
+        stop_file.unlink(missing_ok=True)
+        return _Flow(settings, flow_config, topic_sync, lease, stop_file)
+
+    def _schedule(self, scheduler: BackgroundScheduler, flow: _Flow) -> None:
+        flow_config = flow.config
+
+        def guarded(job: Callable[[], object], what: str) -> Callable[[], None]:
+            def run() -> None:
+                try:
+                    job()
+                except FlowTakenOverError as exc:
+                    self._fail(exc)
+                except MirrorError as exc:  # retried at the next interval
+                    log.warning("flow %s: %s failed: %s", flow.settings.name, what, exc)
+
+            return run
+
+        if flow_config.refresh_topics:
+            scheduler.add_job(
+                guarded(flow.topic_sync.sync, "topic refresh"),
+                "interval",
+                seconds=flow_config.refresh_topics_interval_seconds,
+            )
+        scheduler.add_job(guarded(flow.lease.renew, "lease renewal"), "interval", seconds=LEASE_RENEW_SECONDS)
+
+    def _supervise(self) -> None:
+        next_report = time.monotonic() + PROGRESS_SECONDS
+        while not self._stop.wait(0.5):
+            for flow in self._flows:
+                assert flow.query is not None
+                if not flow.query.isActive:
+                    self._fail(_query_error(flow.settings, flow.query))
+            if time.monotonic() >= next_report:
+                next_report += PROGRESS_SECONDS
+                for flow in self._flows:
+                    self._report(flow)
+
+    def _report(self, flow: _Flow) -> None:
+        records_per_second, bytes_per_second = flow.progress.take_rates()
+        lag = _lag(flow.query)
+        lag_text = f"{lag:,} records" if lag is not None else "unknown"
+        self._out(
+            f"flow {flow.settings.name}: {records_per_second:,.0f} records/s, "
+            f"{bytes_per_second / 1e6:,.2f} MB/s, lag {lag_text}, {flow.progress.records:,} copied"
+        )
+
+    def _shutdown(self, scheduler: BackgroundScheduler) -> None:
+        if scheduler.running:
+            scheduler.shutdown(wait=True)
+        for flow in self._flows:
+            flow.stop_file.touch()
+        deadline = time.monotonic() + DRAIN_SECONDS
+        for flow in self._flows:
+            query = flow.query
+            # The planner now plans nothing; wait for the batch in flight so its transactions commit.
+            while query is not None and query.isActive and time.monotonic() < deadline:
+                status = query.status
+                if not status["isTriggerActive"] and not status["isDataAvailable"]:
+                    break
+                time.sleep(0.1)
+            if query is not None and query.isActive:
+                query.stop()
+            flow.lease.close()
+            flow.stop_file.unlink(missing_ok=True)
+        log.info("stopped")
+
+
+def _recorder(progress: FlowProgress) -> Callable[[FlowSettings, list[dict[str, Any]], int], None]:
+    def record(_settings: FlowSettings, rows: list[dict[str, Any]], _batch_id: int) -> None:
+        progress.add(rows)
+
+    return record
+
+
+def _flow_dir(settings: FlowSettings) -> str:
+    return f"{settings.source}-{settings.target}"
+
+
+def _lag(query: StreamingQuery | None) -> int | None:
+    """Records the source has that this flow has not copied, from Spark's last progress."""
+    progress = query.lastProgress if query is not None else None
+    if not progress:
+        return None
+    sources = progress["sources"] if isinstance(progress, dict) else progress.sources
+    total = 0
+    for source in sources:
+        latest, end = (
+            source[k] if isinstance(source, dict) else getattr(source, k)
+            for k in ("latestOffset", "endOffset")
+        )
+        if not latest or not end:
+            return None
+        latest_positions = json.loads(latest) if isinstance(latest, str) else latest
+        end_positions = json.loads(end) if isinstance(end, str) else end
+        total += sum(max(0, int(v) - int(end_positions.get(k, v))) for k, v in latest_positions.items())
+    return total
+
+
+def _query_error(settings: FlowSettings, query: StreamingQuery) -> MirrorError:
+    exception = query.exception()
+    text = str(exception) if exception is not None else "the query stopped"
+    match = _MIRROR_ERROR_LINE.search(text)
+    if match:
+        return ReplicationError(match.group(2).strip())
+    first = next((line.strip() for line in text.splitlines() if line.strip()), text)
+    return ReplicationError(f"flow {settings.name}: replication stopped: {first[:300]}")

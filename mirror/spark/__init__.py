@@ -1,0 +1,1 @@
+"""Spark wiring: the session, the Python data source that plans offset ranges."""

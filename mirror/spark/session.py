@@ -1,0 +1,52 @@
+"""The one SparkSession every flow's queries run in. Driver only."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from importlib import resources
+
+from pyspark.sql import SparkSession
+
+from mirror.config.models import SparkConfig
+from mirror.spark.source import MirrorSource
+
+# Retries per task in local mode (local[N,F]): a failed range retries inside its batch.
+LOCAL_TASK_ATTEMPTS = 4
+
+
+def with_task_retries(master: str) -> str:
+    """local[*] and local[N] never retry a failed task; give them LOCAL_TASK_ATTEMPTS tries."""
+    if master == "local":
+        return f"local[1,{LOCAL_TASK_ATTEMPTS}]"
+    match = re.fullmatch(r"local\[(\*|\d+)\]", master)
+    if match:
+        return f"local[{match.group(1)},{LOCAL_TASK_ATTEMPTS}]"
+    return master
+
+
+def build_session(config: SparkConfig) -> SparkSession:
+    # Executors and the data-source planner run this interpreter, so they import this very
+    # `mirror` (Spark ignores spark.pyspark.python in 4.3; only the environment counts).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if config.master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    log4j = resources.files("mirror.spark") / "log4j2.properties"
+    builder = (
+        SparkSession.builder.master(with_task_retries(config.master))
+        .appName(config.app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j}")
+        .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j}")
+    )
+    for key, value in config.conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(MirrorSource)
+    return spark

@@ -1,0 +1,1 @@
+"""Topic, partition and config sync: compute a plan (pure), then apply it."""

@@ -1,0 +1,64 @@
+"""Reading whole topics back, read_committed, to compare a target with its source record by record."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+
+@dataclass(frozen=True)
+class Record:
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    timestamp: int
+
+
+def read_topic(bootstrap_servers: str, topic: str, timeout: float = 120.0) -> dict[int, list[Record]]:
+    """Every committed record of `topic`, per partition, in offset order."""
+    end_reader = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "verify", "isolation.level": "read_uncommitted"})
+    metadata = end_reader.list_topics(topic, timeout=30)
+    partitions = sorted(metadata.topics[topic].partitions)
+    ends = {p: end_reader.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in partitions}
+    end_reader.close()
+    reader = Consumer(
+        {
+            "bootstrap.servers": bootstrap_servers,
+            "group.id": "verify",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    reader.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    records: dict[int, list[Record]] = {p: [] for p in partitions}
+    pending = {p for p in partitions if ends[p] > 0}
+    deadline = time.monotonic() + timeout
+    try:
+        while pending:
+            assert time.monotonic() < deadline, f"could not read {topic} to its end; behind: {sorted(pending)}"
+            for message in reader.consume(1000, timeout=0.5):
+                if message.error() is None:
+                    records[message.partition()].append(
+                        Record(message.key(), message.value(), tuple(message.headers() or ()), message.timestamp()[1])
+                    )
+            for tp in reader.position([TopicPartition(topic, p) for p in pending]):
+                if tp.offset >= ends[tp.partition]:
+                    pending.discard(tp.partition)
+    finally:
+        reader.close()
+    return records
+
+
+def assert_same_records(source: dict[int, list[Record]], target: dict[int, list[Record]]) -> None:
+    """Same partitions, same records in the same order: nothing missing, nothing duplicated."""
+    assert sorted(target) == sorted(source), "partition counts differ"
+    for partition, expected in source.items():
+        actual = target[partition]
+        assert len(actual) == len(expected), (
+            f"partition {partition}: {len(actual)} records on the target, {len(expected)} on the source"
+        )
+        for index, (want, got) in enumerate(zip(expected, actual, strict=True)):
+            assert got == want, f"partition {partition}, record {index}: {got!r} != {want!r}"
