@@ -18,7 +18,9 @@ class Record:
 
 def read_topic(bootstrap_servers: str, topic: str, timeout: float = 120.0) -> dict[int, list[Record]]:
     """Every committed record of `topic`, per partition, in offset order."""
-    end_reader = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "verify", "isolation.level": "read_uncommitted"})
+    end_reader = Consumer(
+        {"bootstrap.servers": bootstrap_servers, "group.id": "verify", "isolation.level": "read_uncommitted"}
+    )
     metadata = end_reader.list_topics(topic, timeout=30)
     partitions = sorted(metadata.topics[topic].partitions)
     ends = {p: end_reader.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in partitions}
@@ -38,11 +40,18 @@ def read_topic(bootstrap_servers: str, topic: str, timeout: float = 120.0) -> di
     deadline = time.monotonic() + timeout
     try:
         while pending:
-            assert time.monotonic() < deadline, f"could not read {topic} to its end; behind: {sorted(pending)}"
+            assert time.monotonic() < deadline, (
+                f"could not read {topic} to its end; behind: {sorted(pending)}"
+            )
             for message in reader.consume(1000, timeout=0.5):
                 if message.error() is None:
                     records[message.partition()].append(
-                        Record(message.key(), message.value(), tuple(message.headers() or ()), message.timestamp()[1])
+                        Record(
+                            message.key(),
+                            message.value(),
+                            tuple(message.headers() or ()),
+                            message.timestamp()[1],
+                        )
                     )
             for tp in reader.position([TopicPartition(topic, p) for p in pending]):
                 if tp.offset >= ends[tp.partition]:

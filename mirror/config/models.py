@@ -78,6 +78,7 @@ class ClusterConfig(_Model):
     consumer: ClientProperties = Field(default_factory=dict)
     producer: ClientProperties = Field(default_factory=dict)
     admin: ClientProperties = Field(default_factory=dict)
+    connect_timeout_seconds: PositiveSeconds = 30.0
 
     @field_validator("properties", "consumer", "producer", "admin", mode="before")
     @classmethod

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from mirror.errors import ClusterUnreachableError, KafkaClientError
+
+# Right after a topic is created its leader may not be known everywhere yet.
+_TRANSIENT_CODES = {
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._UNKNOWN_PARTITION,
+    KafkaError._UNKNOWN_TOPIC,
+}
 
 # librdkafka logs connection failures on its own thread; we report them ourselves instead.
 _QUIET = {"log_level": 0}
@@ -51,6 +61,23 @@ def _reason(exc: Exception | None) -> str:
     if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
         return str(exc.args[0].str())
     return str(exc) if exc else "no answer"
+
+
+T = TypeVar("T")
+
+
+def retrying(action: Callable[[], T], *, doing: str, timeout_seconds: float = 30.0) -> T:
+    """Run `action`, retrying librdkafka's retriable errors (leader moves, a topic just created)."""
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        try:
+            return action()
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+            retriable = error is not None and (error.retriable() or error.code() in _TRANSIENT_CODES)
+            if not retriable or time.monotonic() >= deadline:
+                raise translate(exc, doing) from exc
+        time.sleep(0.2)
 
 
 def translate(exc: KafkaException, doing: str) -> KafkaClientError:

@@ -42,8 +42,8 @@ class FlowLease:
             error = exc.args[0]
             if error.fatal():
                 raise FlowTakenOverError(
-                    f"flow {self._settings.name}: another mirror instance took over this flow; this one stops "
-                    "(run one instance per flow)"
+                    f"flow {self._settings.name}: another mirror instance took over this flow; "
+                    "this one stops (run one instance per flow)"
                 ) from exc
             if error.txn_requires_abort():
                 self._producer.abort_transaction(30)

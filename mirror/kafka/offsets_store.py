@@ -8,13 +8,14 @@ finished, so no committed offset written before the read began can be missed.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from mirror.errors import KafkaClientError
-from mirror.kafka.clients import consumer, translate
+from mirror.kafka.clients import consumer, retrying, translate
 
 
 def read_to_end(
@@ -77,14 +78,17 @@ def _partitions(reader: Consumer, topic: str, timeout_seconds: float) -> list[To
 def _high_watermarks(
     reader: Consumer, partitions: list[TopicPartition], timeout_seconds: float
 ) -> dict[TopicPartition, int]:
-    ends: dict[TopicPartition, int] = {}
-    for tp in partitions:
-        try:
-            _, high = reader.get_watermark_offsets(tp, timeout=timeout_seconds)
-        except KafkaException as exc:
-            raise translate(exc, f"reading end offsets of {tp.topic}") from exc
-        ends[tp] = high
-    return ends
+    def high(tp: TopicPartition) -> int:
+        return int(reader.get_watermark_offsets(tp, timeout=timeout_seconds)[1])
+
+    return {
+        tp: retrying(
+            functools.partial(high, tp),
+            doing=f"reading end offsets of {tp.topic}",
+            timeout_seconds=timeout_seconds,
+        )
+        for tp in partitions
+    }
 
 
 def _drop_finished(reader: Consumer, topic: str, pending: dict[int, int]) -> None:

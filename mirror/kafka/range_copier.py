@@ -44,10 +44,12 @@ log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 12
 CONSUME_BATCH = 5000
+POLL_SECONDS = 0.05
 STALL_SECONDS = 60.0
 TRANSACTION_TIMEOUT_MS = "60000"
 _FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 _TOO_LARGE_CODES = {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE}
+_OUT_OF_RANGE_CODES = {KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE}
 
 
 @dataclass
@@ -122,6 +124,9 @@ def _source_consumer(settings: FlowSettings) -> Consumer:
                 # Records of aborted source transactions are never copied.
                 "isolation.level": "read_committed",
                 "auto.offset.reset": "error",
+                # A range ends where the source ended when it was planned; a fetch there must not
+                # park for librdkafka's default 500 ms waiting for records the range will not take.
+                "fetch.wait.max.ms": "20",
             }
         )
         _SOURCE_CONSUMERS[settings.name] = consumer
@@ -193,6 +198,10 @@ class _RetriableError(Exception):
     """Try the range again with the same producer."""
 
 
+class _OutOfRangeError(Exception):
+    """The source no longer has the range's first offsets: check for truncation, then retry."""
+
+
 def _classify(exc: KafkaException, doing: str) -> Exception:
     error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
     if error is None:
@@ -211,10 +220,11 @@ def copy_range(settings: FlowSettings, source_range: SourcePartitionRange) -> Ra
     stats = RangeStats(source_range.topic, source_range.partition, source_range.start, source_range.end)
     started = time.monotonic()
     transactional_id = settings.transactional_id(source_range.topic, source_range.partition)
+    check_truncation = False
     for attempt in range(1, MAX_ATTEMPTS + 1):
         stats.attempts = attempt
         try:
-            _copy_once(settings, source_range, transactional_id, stats)
+            _copy_once(settings, source_range, transactional_id, stats, check_truncation=check_truncation)
             stats.seconds = time.monotonic() - started
             return stats
         except ProducerFencedError as exc:
@@ -223,6 +233,7 @@ def copy_range(settings: FlowSettings, source_range: SourcePartitionRange) -> Ra
             stats.fenced += 1
             _evict(transactional_id)
             last: Exception = exc
+            continue  # re-initialising is the remedy; nothing to wait for
         except _AbortableError as exc:
             stats.aborted += 1
             _abort(transactional_id)
@@ -230,6 +241,10 @@ def copy_range(settings: FlowSettings, source_range: SourcePartitionRange) -> Ra
         except _RetriableError as exc:
             _abort(transactional_id)
             last = exc
+        except _OutOfRangeError as exc:
+            _abort(transactional_id)
+            check_truncation, last = True, exc
+            continue
         except BaseException:
             # Whatever stops this range must not leave its transaction open on the target.
             _abort(transactional_id)
@@ -251,14 +266,49 @@ def _abort(transactional_id: str) -> None:
         _evict(transactional_id)
 
 
+@dataclass(frozen=True)
+class _RangeJob:
+    """One range being copied, with the names every step needs."""
+
+    settings: FlowSettings
+    source_range: SourcePartitionRange
+
+    @property
+    def topic(self) -> str:
+        return self.source_range.topic
+
+    @property
+    def partition(self) -> int:
+        return self.source_range.partition
+
+    @property
+    def remote_topic(self) -> str:
+        return self.settings.remote_topic(self.topic)
+
+    @property
+    def where(self) -> str:
+        return f"flow {self.settings.name}: {self.topic}-{self.partition}"
+
+
+@dataclass
+class _Copied:
+    upstream_offsets: list[int] = field(default_factory=list)
+    bytes: int = 0
+    oldest_timestamp_ms: int = 0
+
+
 def _copy_once(
-    settings: FlowSettings, source_range: SourcePartitionRange, transactional_id: str, stats: RangeStats
+    settings: FlowSettings,
+    source_range: SourcePartitionRange,
+    transactional_id: str,
+    stats: RangeStats,
+    *,
+    check_truncation: bool,
 ) -> None:
-    topic, partition = source_range.topic, source_range.partition
-    remote_topic = settings.remote_topic(topic)
+    job = _RangeJob(settings, source_range)
+    remote_topic, partition, where = job.remote_topic, job.partition, job.where
     writer = _writer(settings, transactional_id)
     positions = _positions_consumer(settings)
-    where = f"flow {settings.name}: {topic}-{partition}"
 
     # After init_transactions no older attempt can still commit, so this is the whole truth.
     committed = committed_positions(positions, [(remote_topic, partition)])
@@ -269,36 +319,39 @@ def _copy_once(
         return
 
     source = _source_consumer(settings)
-    begin = _check_truncation(settings, source, topic, partition, begin, stats)
+    if check_truncation:
+        # Only after the consumer hit out-of-range: a watermark lookup costs a round trip per range.
+        begin = _check_truncation(job, source, begin, stats)
     producer, deliveries = writer.producer, writer.deliveries
     deliveries.reset(remote_topic)
-    if settings.exactly_once:
-        _call(producer.begin_transaction, f"{where}: beginning a transaction")
-
-    upstream_offsets, record_count, byte_count, oldest = _copy_records(
-        source, producer, settings, source_range, begin, remote_topic, where
-    )
-    _call(lambda: producer.flush(60), f"{where}: flushing")
-    if deliveries.error is not None:
-        _raise_delivery_error(deliveries, upstream_offsets, settings, source_range, remote_topic, where)
-
-    syncs = syncs_for_range(
-        zip(upstream_offsets, deliveries.downstream, strict=True), settings.offset_lag_max
-    )
-    if settings.emit_offset_syncs and settings.offset_syncs_location == "target":
-        for upstream, downstream in syncs:
-            _produce_sync(producer, settings, topic, partition, upstream, downstream)
-
-    # Connect stores the last replicated offset; MM2 resumes at offset + 1 = end.
-    offsets_key = encode_key(SourcePartition(settings.source, topic, partition))
-    producer.produce(settings.offsets_topic, key=offsets_key, value=encode_value(source_range.end - 1))
     position = [TopicPartition(remote_topic, partition, source_range.end)]
     if settings.exactly_once:
+        _call(producer.begin_transaction, f"{where}: beginning a transaction")
+        # The position is known before copying, and adding it first is a coordinator round trip:
+        # a producer fenced since it was cached (P4) finds out now, before doing the work.
         metadata = positions.consumer_group_metadata()
         _call(
             lambda: producer.send_offsets_to_transaction(position, metadata, 60),
             f"{where}: adding the position to the transaction",
         )
+
+    copied = _copy_records(job, source, producer, begin)
+    _call(lambda: producer.flush(60), f"{where}: flushing")
+    if deliveries.error is not None:
+        _raise_delivery_error(job, deliveries, copied.upstream_offsets)
+
+    pairs = zip(copied.upstream_offsets, deliveries.downstream, strict=True)
+    syncs = [
+        OffsetSync(job.topic, partition, up, down)
+        for up, down in syncs_for_range(pairs, settings.offset_lag_max)
+    ]
+    if settings.emit_offset_syncs and settings.offset_syncs_location == "target":
+        _produce_syncs(producer, settings, syncs)
+
+    # Connect stores the last replicated offset; MM2 resumes at offset + 1 = end.
+    offsets_key = encode_key(SourcePartition(settings.source, job.topic, partition))
+    producer.produce(settings.offsets_topic, key=offsets_key, value=encode_value(source_range.end - 1))
+    if settings.exactly_once:
         _commit(producer, where)
     else:
         _call(lambda: producer.flush(60), f"{where}: flushing the position")
@@ -310,12 +363,12 @@ def _copy_once(
     if settings.emit_offset_syncs and settings.offset_syncs_location == "source":
         # MM2's order: syncs follow the data they describe, never precede it.
         sync_producer = _sync_producer(settings)
-        for upstream, downstream in syncs:
-            _produce_sync(sync_producer, settings, topic, partition, upstream, downstream)
+        _produce_syncs(sync_producer, settings, syncs)
         sync_producer.flush(30)
 
-    stats.records, stats.bytes = record_count, byte_count
-    stats.max_record_age_seconds = max(0.0, time.time() - oldest / 1000) if oldest else 0.0
+    stats.records, stats.bytes = len(copied.upstream_offsets), copied.bytes
+    if copied.oldest_timestamp_ms:
+        stats.max_record_age_seconds = max(0.0, time.time() - copied.oldest_timestamp_ms / 1000)
 
 
 def _commit(producer: Producer, where: str) -> None:
@@ -330,19 +383,18 @@ def _commit(producer: Producer, where: str) -> None:
     raise _AbortableError(f"{where}: commit did not complete after 5 tries")
 
 
-def _check_truncation(
-    settings: FlowSettings, source: Consumer, topic: str, partition: int, begin: int, stats: RangeStats
-) -> int:
+def _check_truncation(job: _RangeJob, source: Consumer, begin: int, stats: RangeStats) -> int:
+    settings, topic, partition = job.settings, job.topic, job.partition
     low, _ = _call(
         lambda: source.get_watermark_offsets(TopicPartition(topic, partition), timeout=30, cached=False),
-        f"flow {settings.name}: reading the watermarks of {topic}-{partition}",
+        f"{job.where}: reading the source watermarks",
     )
     if begin >= low:
         return begin
     lost = low - begin
     message = (
-        f"flow {settings.name}: {lost} records of {topic}-{partition} (offsets {begin}..{low - 1}) were deleted "
-        "on the source before they were copied (retention or topic re-created)"
+        f"{job.where}: {lost} records (offsets {begin}..{low - 1}) were deleted on the source before "
+        "they were copied (retention or topic re-created)"
     )
     if settings.on_source_truncation == "fail":
         raise SourceTruncatedError(
@@ -353,28 +405,23 @@ def _check_truncation(
     return int(low)
 
 
-def _copy_records(
-    source: Consumer,
-    producer: Producer,
-    settings: FlowSettings,
-    source_range: SourcePartitionRange,
-    begin: int,
-    remote_topic: str,
-    where: str,
-) -> tuple[list[int], int, int, int]:
-    topic, partition, end = source_range.topic, source_range.partition, source_range.end
+def _copy_records(job: _RangeJob, source: Consumer, producer: Producer, begin: int) -> _Copied:
+    topic, partition, end = job.topic, job.partition, job.source_range.end
+    remote_topic, where = job.remote_topic, job.where
     source.assign([TopicPartition(topic, partition, begin)])
-    upstream_offsets: list[int] = []
-    byte_count = 0
-    oldest = 0
+    copied = _Copied()
     position = begin
     last_progress = time.monotonic()
     try:
         while position < end:
-            messages = source.consume(num_messages=min(CONSUME_BATCH, end - position), timeout=0.5)
+            # consume() waits for all num_messages or the timeout; a range's tail may hold markers
+            # and aborted records it never returns, so poll briefly and watch position() for the end.
+            messages = source.consume(num_messages=CONSUME_BATCH, timeout=POLL_SECONDS)
             for message in messages:
                 error = message.error()
                 if error is not None:
+                    if error.code() in _OUT_OF_RANGE_CODES:
+                        raise _OutOfRangeError(f"{where}: offset {position} is no longer on the source")
                     raise _classify(KafkaException(error), f"{where}: consuming")
                 offset = message.offset()
                 if offset >= end:
@@ -382,26 +429,19 @@ def _copy_records(
                     break
                 key, value = message.key(), message.value()
                 timestamp_type, timestamp = message.timestamp()
-                _produce(
-                    producer,
-                    remote_topic,
-                    partition,
-                    key,
-                    value,
-                    message.headers(),
-                    timestamp if timestamp_type else 0,
-                    offset=offset,
-                    where=where,
-                )
-                upstream_offsets.append(offset)
-                byte_count += (len(value) if value else 0) + (len(key) if key else 0)
-                if timestamp_type and (oldest == 0 or timestamp < oldest):
-                    oldest = timestamp
+                _produce(producer, remote_topic, partition, message, offset=offset, where=where)
+                copied.upstream_offsets.append(offset)
+                copied.bytes += (len(value) if value else 0) + (len(key) if key else 0)
+                if timestamp_type and (
+                    copied.oldest_timestamp_ms == 0 or timestamp < copied.oldest_timestamp_ms
+                ):
+                    copied.oldest_timestamp_ms = timestamp
                 position = offset + 1
             if messages:
                 last_progress = time.monotonic()
-                continue
-            # Nothing returned: the rest of the range may be aborted records or transaction markers.
+                if position >= end:
+                    break
+            # The rest of the range may be aborted records or transaction markers.
             (current,) = source.position([TopicPartition(topic, partition)])
             if current.offset >= end:
                 break
@@ -409,25 +449,25 @@ def _copy_records(
                 raise _RetriableError(f"{where}: no progress at offset {position} for {STALL_SECONDS:g}s")
     finally:
         source.unassign()
-    return upstream_offsets, len(upstream_offsets), byte_count, oldest
+    return copied
 
 
 def _produce(
-    producer: Producer,
-    topic: str,
-    partition: int,
-    key: bytes | None,
-    value: bytes | None,
-    headers: list[tuple[str, bytes | None]] | None,
-    timestamp: int,
-    *,
-    offset: int,
-    where: str,
+    producer: Producer, topic: str, partition: int, message: Message, *, offset: int, where: str
 ) -> None:
+    """Produce a copy of `message`: same partition, key, value, headers and timestamp."""
+    key, value = message.key(), message.value()
+    timestamp_type, timestamp = message.timestamp()
     while True:
         try:
             producer.produce(
-                topic, value=value, key=key, partition=partition, headers=headers, timestamp=timestamp
+                topic,
+                value=value,
+                key=key,
+                partition=partition,
+                headers=message.headers(),
+                # CreateTime or LogAppendTime, the source's value is kept; 0 would mean "now".
+                timestamp=timestamp if timestamp_type else 0,
             )
             return
         except BufferError:
@@ -445,31 +485,23 @@ def _produce(
             raise _classify(exc, f"{where}: producing") from exc
 
 
-def _raise_delivery_error(
-    deliveries: _Deliveries,
-    upstream_offsets: list[int],
-    settings: FlowSettings,
-    source_range: SourcePartitionRange,
-    remote_topic: str,
-    where: str,
-) -> None:
+def _raise_delivery_error(job: _RangeJob, deliveries: _Deliveries, upstream_offsets: list[int]) -> None:
     error = deliveries.error
-    assert error is not None
+    if error is None:
+        return
     if error.code() in _TOO_LARGE_CODES:
         offset = upstream_offsets[deliveries.failed_index]
         raise RecordTooLargeError(
-            f"{where}: the record at offset {offset} is larger than {settings.target} accepts for {remote_topic} "
-            f"({error.str()}); raise max.message.bytes on {settings.target}'s {remote_topic} and the producer's "
-            "message.max.bytes"
+            f"{job.where}: the record at offset {offset} is larger than {job.settings.target} accepts for "
+            f"{job.remote_topic} ({error.str()}); raise max.message.bytes on {job.settings.target}'s "
+            f"{job.remote_topic} and the producer's message.max.bytes"
         )
-    raise _classify(KafkaException(error), f"{where}: delivering to {remote_topic}")
+    raise _classify(KafkaException(error), f"{job.where}: delivering to {job.remote_topic}")
 
 
-def _produce_sync(
-    producer: Producer, settings: FlowSettings, topic: str, partition: int, upstream: int, downstream: int
-) -> None:
-    sync = OffsetSync(topic, partition, upstream, downstream)
-    producer.produce(settings.offset_syncs_topic(), key=sync.key(), value=sync.value(), partition=0)
+def _produce_syncs(producer: Producer, settings: FlowSettings, syncs: list[OffsetSync]) -> None:
+    for sync in syncs:
+        producer.produce(settings.offset_syncs_topic(), key=sync.key(), value=sync.value(), partition=0)
 
 
 def _sync_producer(settings: FlowSettings) -> Producer:

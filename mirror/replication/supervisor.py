@@ -34,7 +34,6 @@ from mirror.topics.sync import TopicSync
 
 log = logging.getLogger("mirror")
 
-REACH_TIMEOUT_SECONDS = 30.0
 LEASE_RENEW_SECONDS = 2.0
 PROGRESS_SECONDS = 5.0
 DRAIN_SECONDS = 60.0
@@ -111,25 +110,13 @@ class Supervisor:
         ]
         if not enabled:
             raise ConfigError(["no enabled flow in the configuration; set enabled: true on a flow"])
-        self._reach_clusters([settings for settings, _ in enabled])
-        state_dir = Path(self._config.spark.checkpoint_dir)
-        for settings, flow_config in enabled:
-            self._flows.append(self._prepare(settings, flow_config, state_dir))
-        spark = build_session(self._config.spark)
-        scheduler = BackgroundScheduler(job_defaults={"max_instances": 1, "coalesce": True})
+        # Installed first: a stop requested during start-up is honoured, never a default kill.
         previous = {sig: signal.signal(sig, self.request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        scheduler = BackgroundScheduler(job_defaults={"max_instances": 1, "coalesce": True})
         try:
-            for flow in self._flows:
-                flow.query = start_source_query(
-                    spark,
-                    flow.settings,
-                    state_dir / _flow_dir(flow.settings) / "source",
-                    flow.stop_file,
-                    _recorder(flow.progress),
-                )
-                self._schedule(scheduler, flow)
-            scheduler.start()
-            self._supervise()
+            self._start(enabled, scheduler)
+            if not self._stop.is_set():
+                self._supervise()
         finally:
             self._shutdown(scheduler)
             for sig, handler in previous.items():
@@ -138,12 +125,36 @@ class Supervisor:
             raise self._failure
         return EXIT_OK
 
+    def _start(self, enabled: list[tuple[FlowSettings, FlowConfig]], scheduler: BackgroundScheduler) -> None:
+        self._reach_clusters([settings for settings, _ in enabled])
+        state_dir = Path(self._config.spark.checkpoint_dir)
+        for settings, flow_config in enabled:
+            if self._stop.is_set():
+                return
+            self._flows.append(self._prepare(settings, flow_config, state_dir))
+        if self._stop.is_set():
+            return
+        spark = build_session(self._config.spark)
+        for flow in self._flows:
+            if self._stop.is_set():
+                return
+            flow.query = start_source_query(
+                spark,
+                flow.settings,
+                state_dir / _flow_dir(flow.settings) / "source",
+                flow.stop_file,
+                _recorder(flow.progress),
+            )
+            self._schedule(scheduler, flow)
+        scheduler.start()
+
     def _reach_clusters(self, settings: list[FlowSettings]) -> None:
         aliases = dict.fromkeys(alias for s in settings for alias in (s.source, s.target))
         for alias in aliases:
+            cluster = self._config.clusters[alias]
             wait_until_reachable(
-                self._config.clusters[alias].client_properties("admin"),
-                timeout_seconds=REACH_TIMEOUT_SECONDS,
+                cluster.client_properties("admin"),
+                timeout_seconds=cluster.connect_timeout_seconds,
                 what=f"cluster {alias}",
             )
 
@@ -194,13 +205,15 @@ class Supervisor:
         next_report = time.monotonic() + PROGRESS_SECONDS
         while not self._stop.wait(0.5):
             for flow in self._flows:
-                assert flow.query is not None
-                if not flow.query.isActive:
+                if flow.query is not None and not flow.query.isActive:
                     self._fail(_query_error(flow.settings, flow.query))
             if time.monotonic() >= next_report:
                 next_report += PROGRESS_SECONDS
                 for flow in self._flows:
-                    self._report(flow)
+                    try:
+                        self._report(flow)
+                    except Exception:
+                        log.warning("flow %s: progress report failed", flow.settings.name, exc_info=True)
 
     def _report(self, flow: _Flow) -> None:
         records_per_second, bytes_per_second = flow.progress.take_rates()
@@ -244,23 +257,25 @@ def _flow_dir(settings: FlowSettings) -> str:
 
 
 def _lag(query: StreamingQuery | None) -> int | None:
-    """Records the source has that this flow has not copied, from Spark's last progress."""
+    """Records the source has that this flow has not copied, from Spark's last progress; None if unknown."""
     progress = query.lastProgress if query is not None else None
     if not progress:
         return None
-    sources = progress["sources"] if isinstance(progress, dict) else progress.sources
     total = 0
-    for source in sources:
-        latest, end = (
-            source[k] if isinstance(source, dict) else getattr(source, k)
-            for k in ("latestOffset", "endOffset")
-        )
-        if not latest or not end:
+    for source in progress["sources"]:
+        latest, end = _positions(source["latestOffset"]), _positions(source["endOffset"])
+        if latest is None or end is None:
             return None
-        latest_positions = json.loads(latest) if isinstance(latest, str) else latest
-        end_positions = json.loads(end) if isinstance(end, str) else end
-        total += sum(max(0, int(v) - int(end_positions.get(k, v))) for k, v in latest_positions.items())
+        total += sum(max(0, offset - end.get(key, offset)) for key, offset in latest.items())
     return total
+
+
+def _positions(value: object) -> dict[str, int] | None:
+    # Spark reports offsets as JSON text, "null" before the first batch.
+    parsed = json.loads(value) if isinstance(value, str) else value
+    if not isinstance(parsed, dict):
+        return None
+    return {str(key): int(offset) for key, offset in parsed.items()}
 
 
 def _query_error(settings: FlowSettings, query: StreamingQuery) -> MirrorError:

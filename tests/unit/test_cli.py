@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -19,13 +20,23 @@ def test_help_lists_the_commands() -> None:
         assert command in result.stdout
 
 
-def test_run_says_replication_is_not_built_yet(tmp_path: Path) -> None:
+def test_run_reports_an_unreachable_cluster_in_one_line_within_its_timeout(tmp_path: Path) -> None:
     config = tmp_path / "mm2.yaml"
-    config.write_text(VALID, encoding="utf-8")
-    result = run_mirror("run", str(config))
+    config.write_text(
+        "clusters:\n"
+        "  A: {bootstrap_servers: '127.0.0.1:1', connect_timeout_seconds: 2}\n"
+        "  B: {bootstrap_servers: '127.0.0.1:1', connect_timeout_seconds: 2}\n"
+        "flows:\n  A->B: {}\n",
+        encoding="utf-8",
+    )
+    started = time.monotonic()
+    result = run_mirror("run", str(config), timeout=60)
     assert result.returncode == 1
-    assert "replication is not built yet" in result.stderr
-    assert "A->B" in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("mirror: ")]
+    assert len(errors) == 1, result.stderr
+    assert "cluster A: no Kafka broker answered at 127.0.0.1:1 within 2s" in errors[0]
+    assert "Traceback" not in result.stderr
+    assert time.monotonic() - started < 30
 
 
 @pytest.mark.parametrize("fixture", ["01-bad-yaml.yaml", "02-unknown-key.yaml", "19-several-problems.yaml"])

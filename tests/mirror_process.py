@@ -1,0 +1,172 @@
+"""`mirror run` as a real process in tests: config files, start, SIGKILL, SIGTERM, waiting on positions."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from mirror.local.broker import free_port
+from tests.kafka_backends import KafkaCluster
+
+
+def write_config(
+    directory: Path,
+    source: KafkaCluster,
+    target: KafkaCluster,
+    topics: list[str],
+    *,
+    name: str = "mm2.yaml",
+    **flow: Any,
+) -> Path:
+    config = {
+        "clusters": {
+            source.alias: {"bootstrap_servers": source.bootstrap_servers},
+            target.alias: {"bootstrap_servers": target.bootstrap_servers},
+        },
+        "flows": {
+            f"{source.alias}->{target.alias}": {
+                "topics": topics,
+                "refresh_topics_interval_seconds": 2,
+                "max_records_per_batch": 20_000,
+                **flow,
+            }
+        },
+        "spark": {"master": "local[2]", "checkpoint_dir": str(directory / "state")},
+        "metrics": {"port": free_port()},
+    }
+    path = directory / name
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path
+
+
+class MirrorRun:
+    """One `mirror run` process; its output goes to a log file the test can show on failure."""
+
+    def __init__(self, config: Path, log: Path) -> None:
+        self.log = log
+        handle = log.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "mirror", "run", str(config)],
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        handle.close()
+
+    def output(self) -> str:
+        return self.log.read_text(encoding="utf-8", errors="replace")
+
+    def kill(self) -> None:
+        """SIGKILL the mirror process only: its Spark JVM and workers die after it, as in a crash."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def stop(self, timeout: float = 120) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=timeout)
+
+    def wait(self, timeout: float) -> int:
+        return self.process.wait(timeout=timeout)
+
+    def cleanup(self) -> None:
+        """Whatever the test did, leave no process of this run behind."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=30)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+
+
+def source_ends(source: KafkaCluster, topics: list[str]) -> dict[tuple[str, int], int]:
+    """Last stable offset of every partition of `topics` on the source."""
+    admin = AdminClient(source.properties())
+    metadata = admin.list_topics(timeout=30)
+    reader = Consumer(source.properties(**{"group.id": "ends", "isolation.level": "read_committed"}))
+    try:
+        return {
+            (topic, p): reader.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+            for topic in topics
+            for p in metadata.topics[topic].partitions
+        }
+    finally:
+        reader.close()
+
+
+def committed_positions(
+    target: KafkaCluster, remote: dict[tuple[str, int], tuple[str, int]]
+) -> dict[tuple[str, int], int]:
+    """The flow's positions group on the target, keyed by source partition."""
+    reader = Consumer(
+        target.properties(**{"group.id": "__mirror-positions.A-B", "isolation.level": "read_committed"})
+    )
+    try:
+        result = reader.committed([TopicPartition(t, p) for t, p in remote.values()], timeout=30)
+    finally:
+        reader.close()
+    by_remote = {(tp.topic, tp.partition): tp.offset for tp in result}
+    return {source_tp: by_remote[remote_tp] for source_tp, remote_tp in remote.items()}
+
+
+def total_copied(
+    source: KafkaCluster, target: KafkaCluster, topics: list[str], remote_prefix: str = "A."
+) -> int:
+    """Sum of the flow's committed source positions over `topics` (0 before anything is committed)."""
+    ends = source_ends(source, topics)
+    try:
+        positions = committed_positions(target, {(t, p): (f"{remote_prefix}{t}", p) for t, p in ends})
+    except Exception:  # noqa: BLE001 - remote topics may not exist yet
+        return 0
+    return sum(max(0, offset) for offset in positions.values())
+
+
+def wait_until_copying(
+    source: KafkaCluster, target: KafkaCluster, topics: list[str], run: MirrorRun, *, timeout: float = 120
+) -> None:
+    """Return once this run has committed new positions: it is past start-up, in the middle of copying."""
+    before = total_copied(source, target, topics)
+    deadline = time.monotonic() + timeout
+    while total_copied(source, target, topics) <= before:
+        assert run.process.poll() is None, (
+            f"mirror run exited with {run.process.returncode}:\n{run.output()[-3000:]}"
+        )
+        assert time.monotonic() < deadline, f"no progress within {timeout}s:\n{run.output()[-3000:]}"
+        time.sleep(0.2)
+
+
+def wait_until_caught_up(
+    source: KafkaCluster,
+    target: KafkaCluster,
+    topics: list[str],
+    run: MirrorRun,
+    *,
+    remote_prefix: str = "A.",
+    timeout: float = 300,
+) -> None:
+    deadline = time.monotonic() + timeout
+    ends = source_ends(source, topics)
+    remote = {(t, p): (f"{remote_prefix}{t}", p) for t, p in ends}
+    while True:
+        assert run.process.poll() is None, (
+            f"mirror run exited with {run.process.returncode}:\n{run.output()[-3000:]}"
+        )
+        try:
+            positions = committed_positions(target, remote)
+        except Exception:  # noqa: BLE001 - remote topics may not exist yet
+            positions = {}
+        if positions and all(positions.get(tp, -1) >= end for tp, end in ends.items()):
+            return
+        assert time.monotonic() < deadline, f"not caught up: {positions} < {ends}\n{run.output()[-3000:]}"
+        time.sleep(1)
