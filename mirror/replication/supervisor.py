@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
+from prometheus_client import CollectorRegistry
 from pyspark.sql.streaming.query import StreamingQuery
 
 from mirror.config.models import FlowConfig, MirrorConfig
@@ -27,7 +28,9 @@ from mirror.errors import ConfigError, FlowTakenOverError, MirrorError, Replicat
 from mirror.kafka.clients import wait_until_reachable
 from mirror.kafka.lease import FlowLease
 from mirror.kafka.positions import reconcile_positions
+from mirror.metrics import SourceMetrics, serve
 from mirror.replication.job import start_source_query
+from mirror.replication.plan import parse_position_key
 from mirror.replication.settings import FlowSettings, flow_settings
 from mirror.spark.session import build_session
 from mirror.topics.sync import TopicSync
@@ -93,6 +96,8 @@ class Supervisor:
         self._stop = threading.Event()
         self._failure: MirrorError | None = None
         self._flows: list[_Flow] = []
+        self.registry = CollectorRegistry()
+        self._metrics = SourceMetrics(self.registry)
 
     def request_stop(self, *_: Any) -> None:
         self._stop.set()
@@ -126,6 +131,9 @@ class Supervisor:
         return EXIT_OK
 
     def _start(self, enabled: list[tuple[FlowSettings, FlowConfig]], scheduler: BackgroundScheduler) -> None:
+        metrics = self._config.metrics
+        if metrics.enabled:
+            serve(self.registry, metrics.host, metrics.port)
         self._reach_clusters([settings for settings, _ in enabled])
         state_dir = Path(self._config.spark.checkpoint_dir)
         for settings, flow_config in enabled:
@@ -143,7 +151,7 @@ class Supervisor:
                 flow.settings,
                 state_dir / _flow_dir(flow.settings) / "source",
                 flow.stop_file,
-                _recorder(flow.progress),
+                _recorder(flow.progress, self._metrics),
             )
             self._schedule(scheduler, flow)
         scheduler.start()
@@ -206,7 +214,9 @@ class Supervisor:
         while not self._stop.wait(0.5):
             for flow in self._flows:
                 if flow.query is not None and not flow.query.isActive:
-                    self._fail(_query_error(flow.settings, flow.query))
+                    error = _query_error(flow.settings, flow.query)
+                    self._metrics.errors.labels(flow.settings.name, type(error).__name__).inc()
+                    self._fail(error)
             if time.monotonic() >= next_report:
                 next_report += PROGRESS_SECONDS
                 for flow in self._flows:
@@ -218,7 +228,9 @@ class Supervisor:
     def _report(self, flow: _Flow) -> None:
         records_per_second, bytes_per_second = flow.progress.take_rates()
         lag = _lag(flow.query)
-        lag_text = f"{lag:,} records" if lag is not None else "unknown"
+        if lag is not None:
+            self._metrics.record_lag(flow.settings.name, lag)
+        lag_text = f"{sum(lag.values()):,} records" if lag is not None else "unknown"
         self._out(
             f"flow {flow.settings.name}: {records_per_second:,.0f} records/s, "
             f"{bytes_per_second / 1e6:,.2f} MB/s, lag {lag_text}, {flow.progress.records:,} copied"
@@ -245,9 +257,12 @@ class Supervisor:
         log.info("stopped")
 
 
-def _recorder(progress: FlowProgress) -> Callable[[FlowSettings, list[dict[str, Any]], int], None]:
-    def record(_settings: FlowSettings, rows: list[dict[str, Any]], _batch_id: int) -> None:
+def _recorder(
+    progress: FlowProgress, metrics: SourceMetrics
+) -> Callable[[FlowSettings, list[dict[str, Any]], int], None]:
+    def record(settings: FlowSettings, rows: list[dict[str, Any]], _batch_id: int) -> None:
         progress.add(rows)
+        metrics.record_ranges(settings.name, rows)
 
     return record
 
@@ -256,18 +271,19 @@ def _flow_dir(settings: FlowSettings) -> str:
     return f"{settings.source}-{settings.target}"
 
 
-def _lag(query: StreamingQuery | None) -> int | None:
-    """Records the source has that this flow has not copied, from Spark's last progress; None if unknown."""
+def _lag(query: StreamingQuery | None) -> dict[tuple[str, int], int] | None:
+    """Per source partition, records the source has that this flow has not copied; None if unknown."""
     progress = query.lastProgress if query is not None else None
     if not progress:
         return None
-    total = 0
+    lag: dict[tuple[str, int], int] = {}
     for source in progress["sources"]:
         latest, end = _positions(source["latestOffset"]), _positions(source["endOffset"])
         if latest is None or end is None:
             return None
-        total += sum(max(0, offset - end.get(key, offset)) for key, offset in latest.items())
-    return total
+        for key, offset in latest.items():
+            lag[parse_position_key(key)] = max(0, offset - end.get(key, offset))
+    return lag
 
 
 def _positions(value: object) -> dict[str, int] | None:

@@ -6,12 +6,15 @@ import random
 import shutil
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 from confluent_kafka import Producer
+from prometheus_client.parser import text_string_to_metric_families
 
-from tests.helpers import create_topic, unique_name
+from tests.helpers import assert_eventually, create_topic, unique_name
 from tests.kafka_backends import KafkaCluster
 from tests.mirror_process import MirrorRun, wait_until_caught_up, wait_until_copying, write_config
 from tests.records import assert_same_records, read_topic
@@ -62,22 +65,54 @@ def test_replicates_every_record_exactly_and_stops_cleanly(
     large.produce(plain, value=LARGE_VALUE, key=b"large", partition=1)
     large.flush(30)
 
-    run = MirrorRun(
-        write_config(tmp_path, source_cluster, target_cluster, [plain, log_append]), tmp_path / "run.log"
-    )
+    config = write_config(tmp_path, source_cluster, target_cluster, [plain, log_append])
+    metrics_url = f"http://127.0.0.1:{yaml.safe_load(config.read_text())['metrics']['port']}/metrics"
+    run = MirrorRun(config, tmp_path / "run.log")
     try:
         wait_until_caught_up(source_cluster, target_cluster, [plain, log_append], run)
+        # Lag is refreshed with each progress report; every partition of both topics reaches 0.
+        scraped = assert_eventually(lambda: _lag_is_zero(metrics_url, [plain, log_append]), timeout=30)
         assert run.stop() == 0, run.output()[-3000:]
     finally:
         run.cleanup()
 
     for topic in (plain, log_append):
-        assert_same_records(
-            read_topic(source_cluster.bootstrap_servers, topic),
-            read_topic(target_cluster.bootstrap_servers, f"A.{topic}"),
-        )
+        source_records = read_topic(source_cluster.bootstrap_servers, topic)
+        assert_same_records(source_records, read_topic(target_cluster.bootstrap_servers, f"A.{topic}"))
+        for partition, records in source_records.items():
+            labels = {"flow": "A->B", "topic": topic, "partition": str(partition)}
+            assert scraped.get_sample_value("mirror_source_records_total", labels) == len(records)
+    committed = {"flow": "A->B", "outcome": "committed"}
+    assert (scraped.get_sample_value("mirror_source_transactions_total", committed) or 0) > 0
     assert "exactly-once" in run.output()
     assert "Traceback" not in run.output()
+
+
+class _Scrape:
+    def __init__(self, text: str) -> None:
+        self.families = list(text_string_to_metric_families(text))
+
+    def get_sample_value(self, name: str, labels: dict[str, str]) -> float | None:
+        for family in self.families:
+            for sample in family.samples:
+                if sample.name == name and sample.labels == labels:
+                    return float(sample.value)
+        return None
+
+
+def _lag_is_zero(url: str, topics: list[str]) -> _Scrape:
+    with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - a loopback URL we built
+        scrape = _Scrape(response.read().decode())
+    lags = [
+        sample
+        for family in scrape.families
+        if family.name == "mirror_source_lag_records"
+        for sample in family.samples
+        if sample.labels["topic"] in topics
+    ]
+    assert {sample.labels["topic"] for sample in lags} == set(topics)
+    assert all(sample.value == 0 for sample in lags)
+    return scrape
 
 
 def test_exactly_once_across_repeated_sigkills(
