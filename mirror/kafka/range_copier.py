@@ -80,19 +80,23 @@ class _Deliveries:
     downstream: list[int] = field(default_factory=list)
     error: KafkaError | None = None
     failed_index: int = -1
+    failed_size: int = -1
 
     def reset(self, remote_topic: str) -> None:
         self.remote_topic = remote_topic
         self.downstream = []
         self.error = None
         self.failed_index = -1
+        self.failed_size = -1
 
     def on_delivery(self, error: KafkaError | None, message: Message) -> None:
         if message.topic() != self.remote_topic:
             return
         if error is not None:
-            if self.error is None:
-                self.error, self.failed_index = error, len(self.downstream)
+            # A broker rejects whole batches; the largest failed record is the one to name.
+            size = len(message.value() or b"") + len(message.key() or b"")
+            if self.error is None or size > self.failed_size:
+                self.error, self.failed_index, self.failed_size = error, len(self.downstream), size
             self.downstream.append(-1)
         else:
             # Per partition, librdkafka reports deliveries in produce order (idempotent producer).
@@ -492,9 +496,9 @@ def _raise_delivery_error(job: _RangeJob, deliveries: _Deliveries, upstream_offs
     if error.code() in _TOO_LARGE_CODES:
         offset = upstream_offsets[deliveries.failed_index]
         raise RecordTooLargeError(
-            f"{job.where}: the record at offset {offset} is larger than {job.settings.target} accepts for "
-            f"{job.remote_topic} ({error.str()}); raise max.message.bytes on {job.settings.target}'s "
-            f"{job.remote_topic} and the producer's message.max.bytes"
+            f"{job.where}: the record at offset {offset} ({deliveries.failed_size:,} bytes) is larger than "
+            f"{job.settings.target} accepts for {job.remote_topic} ({error.str()}); raise max.message.bytes on "
+            f"{job.settings.target}'s {job.remote_topic} and the producer's message.max.bytes"
         )
     raise _classify(KafkaException(error), f"{job.where}: delivering to {job.remote_topic}")
 
