@@ -106,11 +106,13 @@ def source_ends(source: KafkaCluster, topics: list[str]) -> dict[tuple[str, int]
 
 
 def committed_positions(
-    target: KafkaCluster, remote: dict[tuple[str, int], tuple[str, int]]
+    target: KafkaCluster, remote: dict[tuple[str, int], tuple[str, int]], group_flow: str = "A-B"
 ) -> dict[tuple[str, int], int]:
     """The flow's positions group on the target, keyed by source partition."""
     reader = Consumer(
-        target.properties(**{"group.id": "__mirror-positions.A-B", "isolation.level": "read_committed"})
+        target.properties(
+            **{"group.id": f"__mirror-positions.{group_flow}", "isolation.level": "read_committed"}
+        )
     )
     try:
         result = reader.committed([TopicPartition(t, p) for t, p in remote.values()], timeout=30)
@@ -153,6 +155,7 @@ def wait_until_caught_up(
     run: MirrorRun,
     *,
     remote_prefix: str = "A.",
+    group_flow: str = "A-B",
     timeout: float = 300,
 ) -> None:
     deadline = time.monotonic() + timeout
@@ -163,7 +166,7 @@ def wait_until_caught_up(
             f"mirror run exited with {run.process.returncode}:\n{run.output()[-3000:]}"
         )
         try:
-            positions = committed_positions(target, remote)
+            positions = committed_positions(target, remote, group_flow)
         except Exception:  # noqa: BLE001 - remote topics may not exist yet
             positions = {}
         if positions and all(positions.get(tp, -1) >= end for tp, end in ends.items()):

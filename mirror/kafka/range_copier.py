@@ -497,8 +497,9 @@ def _raise_delivery_error(job: _RangeJob, deliveries: _Deliveries, upstream_offs
         offset = upstream_offsets[deliveries.failed_index]
         raise RecordTooLargeError(
             f"{job.where}: the record at offset {offset} ({deliveries.failed_size:,} bytes) is larger than "
-            f"{job.settings.target} accepts for {job.remote_topic} ({error.str()}); raise max.message.bytes on "
-            f"{job.settings.target}'s {job.remote_topic} and the producer's message.max.bytes"
+            f"{job.settings.target} accepts for {job.remote_topic} ({error.str()}); raise "
+            f"max.message.bytes on {job.settings.target}'s {job.remote_topic} and the producer's "
+            "message.max.bytes"
         )
     raise _classify(KafkaException(error), f"{job.where}: delivering to {job.remote_topic}")
 
