@@ -19,6 +19,13 @@ from mirror.local.broker import BrokerSpec, free_port
 from mirror.local.environment import start_brokers
 from mirror.local.jars import KAFKA_VERSION, kafka_libs
 
+# An authorizer that allows everything unless an ACL says otherwise, so ACL sync has ACLs to sync.
+AUTHORIZER = {
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "allow.everyone.if.no.acl.found": "true",
+    "super.users": "User:ANONYMOUS",
+}
+
 
 @dataclass(frozen=True)
 class KafkaCluster:
@@ -35,7 +42,7 @@ class KafkaCluster:
 @contextmanager
 def local_clusters(aliases: tuple[str, ...], root: Path) -> Iterator[list[KafkaCluster]]:
     libs = kafka_libs()
-    specs = [BrokerSpec(alias, root / alias, free_port(), free_port()) for alias in aliases]
+    specs = [BrokerSpec(alias, root / alias, free_port(), free_port(), AUTHORIZER) for alias in aliases]
     brokers = start_brokers(specs, libs=libs)
     try:
         yield [KafkaCluster(b.spec.alias, b.bootstrap_servers, libs) for b in brokers]

@@ -7,15 +7,24 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
     AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
     ConfigResource,
     ConfigSource,
     NewPartitions,
     NewTopic,
     OffsetSpec,
+    ResourcePatternType,
+    ResourceType,
 )
 
 from mirror.kafka.clients import translate
+from mirror.topics.plan import TopicAcl
 
 TIMEOUT_SECONDS = 30.0
 
@@ -54,6 +63,24 @@ def non_default_configs(admin: AdminClient, topic: str) -> dict[str, str]:
         and not entry.is_sensitive
         and entry.value is not None
     }
+
+
+def alter_topic_configs(
+    admin: AdminClient, topic: str, set_configs: Mapping[str, str], delete: Iterable[str]
+) -> None:
+    """Incrementally SET and DELETE topic configs (IncrementalAlterConfigs, as MM2 4.0 does)."""
+    entries = [
+        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+        for name, value in set_configs.items()
+    ]
+    entries += [ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE) for name in delete]
+    if not entries:
+        return
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
+    try:
+        admin.incremental_alter_configs([resource])[resource].result(timeout=TIMEOUT_SECONDS)
+    except KafkaException as exc:
+        raise translate(exc, f"altering configs of topic {topic}") from exc
 
 
 def create_topic(
@@ -140,3 +167,51 @@ def commit_positions(consumer: Consumer, positions: Mapping[Partition, int]) -> 
         consumer.commit(offsets=offsets, asynchronous=False)
     except KafkaException as exc:
         raise translate(exc, "committing positions") from exc
+
+
+def describe_topic_acls(admin: AdminClient) -> list[TopicAcl] | None:
+    """Every LITERAL topic ACL of a cluster; None if the cluster has no authorizer."""
+    match_all = AclBindingFilter(
+        ResourceType.TOPIC,
+        None,
+        ResourcePatternType.LITERAL,
+        None,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+    try:
+        bindings = admin.describe_acls(match_all, request_timeout=TIMEOUT_SECONDS).result(
+            timeout=TIMEOUT_SECONDS
+        )
+    except KafkaException as exc:
+        if exc.args[0].code() == KafkaError.SECURITY_DISABLED:
+            return None
+        raise translate(exc, "describing topic ACLs") from exc
+    return [
+        TopicAcl(b.name, b.principal, b.host, b.operation.name, b.permission_type.name)
+        for b in bindings
+        if b.resource_pattern_type == ResourcePatternType.LITERAL
+    ]
+
+
+def create_topic_acls(admin: AdminClient, acls: Iterable[TopicAcl]) -> None:
+    bindings = [
+        AclBinding(
+            ResourceType.TOPIC,
+            acl.topic,
+            ResourcePatternType.LITERAL,
+            acl.principal,
+            acl.host,
+            AclOperation[acl.operation],
+            AclPermissionType[acl.permission],
+        )
+        for acl in acls
+    ]
+    if not bindings:
+        return
+    try:
+        for future in admin.create_acls(bindings, request_timeout=TIMEOUT_SECONDS).values():
+            future.result(timeout=TIMEOUT_SECONDS)
+    except KafkaException as exc:
+        raise translate(exc, "creating topic ACLs") from exc

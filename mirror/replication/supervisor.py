@@ -21,11 +21,13 @@ from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import CollectorRegistry
+from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from mirror.config.models import FlowConfig, MirrorConfig
 from mirror.errors import ConfigError, FlowTakenOverError, MirrorError, ReplicationError
 from mirror.kafka.clients import wait_until_reachable
+from mirror.kafka.fencing import fence_previous_writers
 from mirror.kafka.lease import FlowLease
 from mirror.kafka.positions import reconcile_positions
 from mirror.metrics import SourceMetrics, serve
@@ -40,6 +42,9 @@ log = logging.getLogger("mirror")
 LEASE_RENEW_SECONDS = 2.0
 PROGRESS_SECONDS = 5.0
 DRAIN_SECONDS = 60.0
+RESTART_BACKOFF_SECONDS = (2.0, 5.0, 10.0, 30.0, 60.0)
+# Failures only the user can fix; anything else (a cluster away for a while) restarts the query.
+_USER_ERRORS = ("RecordTooLargeError", "SourceTruncatedError")
 EXIT_OK, EXIT_FAILED = 0, 1
 _MIRROR_ERROR_LINE = re.compile(r"(?:mirror\.errors\.)?(\w+Error): (flow [^\n]+)")
 
@@ -87,6 +92,8 @@ class _Flow:
     stop_file: Path
     progress: FlowProgress = field(default_factory=FlowProgress)
     query: StreamingQuery | None = None
+    restarts: int = 0
+    restart_at: float | None = None
 
 
 class Supervisor:
@@ -96,6 +103,8 @@ class Supervisor:
         self._stop = threading.Event()
         self._failure: MirrorError | None = None
         self._flows: list[_Flow] = []
+        self._spark: SparkSession | None = None
+        self._state_dir = Path(config.spark.checkpoint_dir)
         self.registry = CollectorRegistry()
         self._metrics = SourceMetrics(self.registry)
 
@@ -135,26 +144,29 @@ class Supervisor:
         if metrics.enabled:
             serve(self.registry, metrics.host, metrics.port)
         self._reach_clusters([settings for settings, _ in enabled])
-        state_dir = Path(self._config.spark.checkpoint_dir)
         for settings, flow_config in enabled:
             if self._stop.is_set():
                 return
-            self._flows.append(self._prepare(settings, flow_config, state_dir))
+            self._flows.append(self._prepare(settings, flow_config, self._state_dir))
         if self._stop.is_set():
             return
-        spark = build_session(self._config.spark)
+        self._spark = build_session(self._config.spark)
         for flow in self._flows:
             if self._stop.is_set():
                 return
-            flow.query = start_source_query(
-                spark,
-                flow.settings,
-                state_dir / _flow_dir(flow.settings) / "source",
-                flow.stop_file,
-                _recorder(flow.progress, self._metrics),
-            )
+            self._start_query(flow)
             self._schedule(scheduler, flow)
         scheduler.start()
+
+    def _start_query(self, flow: _Flow) -> None:
+        assert self._spark is not None, "the Spark session starts before any query"  # noqa: S101
+        flow.query = start_source_query(
+            self._spark,
+            flow.settings,
+            self._state_dir / _flow_dir(flow.settings) / "source",
+            flow.stop_file,
+            _recorder(flow.progress, self._metrics),
+        )
 
     def _reach_clusters(self, settings: list[FlowSettings]) -> None:
         aliases = dict.fromkeys(alias for s in settings for alias in (s.source, s.target))
@@ -179,6 +191,8 @@ class Supervisor:
         topic_sync = TopicSync(settings)
         topic_sync.ensure_internal_topics()
         topic_sync.sync()
+        # Before any position is read: abort what a killed run left open, fence what still runs.
+        fence_previous_writers(settings, topic_sync.replicated_partitions())
         reconcile_positions(settings)
         lease = FlowLease(settings)
         lease.acquire()
@@ -207,16 +221,25 @@ class Supervisor:
                 "interval",
                 seconds=flow_config.refresh_topics_interval_seconds,
             )
+        if flow_config.sync_topic_configs:
+            scheduler.add_job(
+                guarded(flow.topic_sync.sync_configs, "topic config sync"),
+                "interval",
+                seconds=flow_config.sync_topic_configs_interval_seconds,
+            )
+        if flow_config.sync_topic_acls:
+            scheduler.add_job(
+                guarded(flow.topic_sync.sync_acls, "topic ACL sync"),
+                "interval",
+                seconds=flow_config.sync_topic_acls_interval_seconds,
+            )
         scheduler.add_job(guarded(flow.lease.renew, "lease renewal"), "interval", seconds=LEASE_RENEW_SECONDS)
 
     def _supervise(self) -> None:
         next_report = time.monotonic() + PROGRESS_SECONDS
         while not self._stop.wait(0.5):
             for flow in self._flows:
-                if flow.query is not None and not flow.query.isActive:
-                    error = _query_error(flow.settings, flow.query)
-                    self._metrics.errors.labels(flow.settings.name, type(error).__name__).inc()
-                    self._fail(error)
+                self._check_query(flow)
             if time.monotonic() >= next_report:
                 next_report += PROGRESS_SECONDS
                 for flow in self._flows:
@@ -224,6 +247,25 @@ class Supervisor:
                         self._report(flow)
                     except Exception:
                         log.warning("flow %s: progress report failed", flow.settings.name, exc_info=True)
+
+    def _check_query(self, flow: _Flow) -> None:
+        if flow.restart_at is not None:
+            if time.monotonic() >= flow.restart_at:
+                flow.restart_at = None
+                self._start_query(flow)
+            return
+        if flow.query is None or flow.query.isActive:
+            return
+        kind, error = _query_error(flow.settings, flow.query)
+        self._metrics.errors.labels(flow.settings.name, kind).inc()
+        if kind in _USER_ERRORS:
+            self._fail(error)
+            return
+        delay = RESTART_BACKOFF_SECONDS[min(flow.restarts, len(RESTART_BACKOFF_SECONDS) - 1)]
+        flow.restarts += 1
+        flow.restart_at = time.monotonic() + delay
+        # Safe: what was committed is on the target, and the restarted query skips it.
+        self._out(f"{error}; restarting the flow in {delay:g}s")
 
     def _report(self, flow: _Flow) -> None:
         records_per_second, bytes_per_second = flow.progress.take_rates()
@@ -294,11 +336,12 @@ def _positions(value: object) -> dict[str, int] | None:
     return {str(key): int(offset) for key, offset in parsed.items()}
 
 
-def _query_error(settings: FlowSettings, query: StreamingQuery) -> MirrorError:
+def _query_error(settings: FlowSettings, query: StreamingQuery) -> tuple[str, ReplicationError]:
+    """(error class name, one-line error) from a failed query's exception text."""
     exception = query.exception()
     text = str(exception) if exception is not None else "the query stopped"
     match = _MIRROR_ERROR_LINE.search(text)
     if match:
-        return ReplicationError(match.group(2).strip())
+        return match.group(1), ReplicationError(match.group(2).strip())
     first = next((line.strip() for line in text.splitlines() if line.strip()), text)
-    return ReplicationError(f"flow {settings.name}: replication stopped: {first[:300]}")
+    return "SparkError", ReplicationError(f"flow {settings.name}: replication failed: {first[:300]}")

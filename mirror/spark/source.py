@@ -7,6 +7,8 @@ lazily and never pickled. It only reads metadata; the copying happens in the job
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
 
+from mirror.errors import MirrorError
 from mirror.kafka.admin import committed_positions, earliest_offsets, last_stable_offsets, list_topics
 from mirror.kafka.clients import admin_client, consumer
 from mirror.policy import should_replicate_topic
@@ -29,6 +32,9 @@ from mirror.replication.plan import (
 from mirror.replication.settings import FlowSettings
 
 RANGE_SCHEMA = "topic STRING, partition INT, start_offset LONG, end_offset LONG"
+MAX_PLANNING_BACKOFF_SECONDS = 10.0
+
+log = logging.getLogger(__name__)
 
 
 class RangePartition(InputPartition):
@@ -46,6 +52,7 @@ class MirrorSourceReader(DataSourceStreamReader):
         self._stop_file = Path(options["stop_file"]) if options.get("stop_file") else None
         self._clients: dict[str, Any] = {}
         self._latest: Positions | None = None
+        self._failures = 0
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -115,6 +122,19 @@ class MirrorSourceReader(DataSourceStreamReader):
     def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
         if self._stop_file is not None and self._stop_file.exists():
             return start  # stopping: plan no new batch, so none is cut off mid-transaction
+        try:
+            end = self._plan(start, limit)
+        except MirrorError as exc:
+            # A cluster away for a while: plan nothing now and try again, a little later each time.
+            self._failures += 1
+            delay = min(0.5 * 2**self._failures, MAX_PLANNING_BACKOFF_SECONDS)
+            log.warning("flow %s: planning failed (%s); retrying in %.1fs", self._settings.name, exc, delay)
+            time.sleep(delay)
+            return start
+        self._failures = 0
+        return end
+
+    def _plan(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
         keys = self._replicable()
         stable = last_stable_offsets(self._client("source_admin"), [parse_position_key(key) for key in keys])
         available = {position_key(topic, partition): offset for (topic, partition), offset in stable.items()}

@@ -63,3 +63,66 @@ def synced_configs(source_configs: Mapping[str, str], exclude: Sequence[str]) ->
         for name, value in source_configs.items()
         if excluded is None or not re.fullmatch(excluded, name)
     }
+
+
+@dataclass(frozen=True)
+class ConfigChanges:
+    """Incremental changes that make a remote topic's configs match its source topic's."""
+
+    set: dict[str, str] = field(default_factory=dict)
+    delete: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.set) + len(self.delete)
+
+
+def config_changes(
+    source_configs: Mapping[str, str], target_configs: Mapping[str, str], exclude: Sequence[str]
+) -> ConfigChanges:
+    """MM2's syncTopicConfigs with use.defaults.from=target: SET what the source sets explicitly,
+    DELETE target overrides the source leaves at default; never touch excluded properties."""
+    wanted = synced_configs(source_configs, exclude)
+    present = synced_configs(target_configs, exclude)
+    return ConfigChanges(
+        set={name: value for name, value in wanted.items() if present.get(name) != value},
+        delete=sorted(name for name in present if name not in wanted),
+    )
+
+
+@dataclass(frozen=True, order=True)
+class TopicAcl:
+    """A LITERAL topic ACL binding, the only kind MM2 syncs. Operation and permission by name."""
+
+    topic: str
+    principal: str
+    host: str
+    operation: str
+    permission: str
+
+
+def acls_to_sync(
+    source_acls: Sequence[TopicAcl], target_acls: Sequence[TopicAcl], remote_topics: Mapping[str, str]
+) -> list[TopicAcl]:
+    """MM2's syncTopicAcls: the source's ACLs of replicated topics, renamed to the remote topics,
+    ALLOW WRITE dropped (only mirror writes remote topics), ALLOW ALL downgraded to READ, DENY as
+    is; minus what the target has. Nothing is ever deleted on the target.
+
+    `remote_topics` maps each replicated source topic to its remote name.
+    """
+    present = set(target_acls)
+    wanted = []
+    for acl in source_acls:
+        remote = remote_topics.get(acl.topic)
+        if remote is None:
+            continue
+        operation = acl.operation
+        if acl.permission == "ALLOW":
+            if operation == "WRITE":
+                continue
+            if operation == "ALL":
+                operation = "READ"
+        synced = TopicAcl(remote, acl.principal, acl.host, operation, acl.permission)
+        if synced not in present:
+            present.add(synced)
+            wanted.append(synced)
+    return sorted(wanted)

@@ -5,10 +5,19 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from mirror.kafka.admin import add_partitions, create_topic, list_topics, non_default_configs
+from mirror.kafka.admin import (
+    add_partitions,
+    alter_topic_configs,
+    create_topic,
+    create_topic_acls,
+    describe_topic_acls,
+    list_topics,
+    non_default_configs,
+)
 from mirror.kafka.clients import admin_client
+from mirror.policy import should_replicate_topic
 from mirror.replication.settings import FlowSettings
-from mirror.topics.plan import plan_topics, synced_configs
+from mirror.topics.plan import acls_to_sync, config_changes, plan_topics, synced_configs
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +38,7 @@ class TopicSync:
         self._settings = settings
         self._source_admin = admin_client(settings.source_admin)
         self._target_admin = admin_client(settings.target_admin)
+        self._acl_sync_skipped = False
         self._offset_syncs_admin = (
             self._target_admin if settings.offset_syncs_location == "target" else self._source_admin
         )
@@ -84,3 +94,65 @@ class TopicSync:
             add_partitions(self._target_admin, remote, partitions)
             log.info("flow %s: %s on %s now has %d partitions", s.name, remote, s.target, partitions)
         return SyncResult(created, len(plan.grow))
+
+    def sync_configs(self) -> int:
+        """Make every remote topic's configs match its source topic's; returns how many entries changed."""
+        s = self._settings
+        changed = 0
+        for topic, remote in sorted(self._replicated().items()):
+            changes = config_changes(
+                non_default_configs(self._source_admin, topic),
+                non_default_configs(self._target_admin, remote),
+                s.config_properties_exclude,
+            )
+            if changes:
+                alter_topic_configs(self._target_admin, remote, changes.set, changes.delete)
+                changed += len(changes)
+        if changed:
+            log.info("flow %s: synced %d topic config entries to %s", s.name, changed, s.target)
+        return changed
+
+    def replicated_partitions(self) -> list[tuple[str, int]]:
+        """Every source partition this flow copies that exists on the target."""
+        source = list_topics(self._source_admin, what=f"source cluster {self._settings.source}")
+        target = list_topics(self._target_admin, what=f"target cluster {self._settings.target}")
+        return [
+            (topic, partition)
+            for topic, remote in self._replicated().items()
+            for partition in range(min(source[topic].partitions, target[remote].partitions))
+        ]
+
+    def _replicated(self) -> dict[str, str]:
+        """Source topics of this flow that exist on the target, with their remote names."""
+        s = self._settings
+        source = list_topics(self._source_admin, what=f"source cluster {s.source}")
+        target = list_topics(self._target_admin, what=f"target cluster {s.target}")
+        policy, topic_filter = s.policy(), s.topic_filter()
+        return {
+            topic: s.remote_topic(topic)
+            for topic in source
+            if s.remote_topic(topic) in target
+            and should_replicate_topic(
+                topic,
+                topic_filter=topic_filter,
+                policy=policy,
+                target_alias=s.target,
+                heartbeats_replication_enabled=s.heartbeats_replication,
+            )
+        }
+
+    def sync_acls(self) -> int:
+        """Copy topic ACLs with MM2's rules; returns how many bindings were created on the target."""
+        s = self._settings
+        source_acls = describe_topic_acls(self._source_admin)
+        target_acls = describe_topic_acls(self._target_admin)
+        if source_acls is None or target_acls is None:
+            if not self._acl_sync_skipped:
+                log.info("flow %s: ACL sync skipped: %s or %s has no authorizer", s.name, s.source, s.target)
+                self._acl_sync_skipped = True
+            return 0
+        new = acls_to_sync(source_acls, target_acls, self._replicated())
+        create_topic_acls(self._target_admin, new)
+        if new:
+            log.info("flow %s: created %d topic ACLs on %s", s.name, len(new), s.target)
+        return len(new)

@@ -207,3 +207,24 @@ def test_a_second_instance_fences_the_first_which_exits_with_a_clear_message(
         read_topic(source_cluster.bootstrap_servers, topic),
         read_topic(target_cluster.bootstrap_servers, f"A.{topic}"),
     )
+
+
+def test_at_least_once_mode_says_so_and_copies_everything(
+    source_cluster: KafkaCluster, target_cluster: KafkaCluster, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    topic = unique_name(request, "alo-")
+    create_topic(source_cluster.bootstrap_servers, topic, partitions=2)
+    produce_mixed(source_cluster, topic, 4000, 2, seed=10, aborted_every=3)
+    config = write_config(tmp_path, source_cluster, target_cluster, [topic], exactly_once=False)
+    run = MirrorRun(config, tmp_path / "run.log")
+    try:
+        wait_until_caught_up(source_cluster, target_cluster, [topic], run)
+        assert run.stop() == 0, run.output()[-3000:]
+    finally:
+        run.cleanup()
+    assert "at-least-once (exactly_once: false)" in run.output()
+    # Without a crash nothing is duplicated in this mode either; aborted source records are still skipped.
+    assert_same_records(
+        read_topic(source_cluster.bootstrap_servers, topic),
+        read_topic(target_cluster.bootstrap_servers, f"A.{topic}"),
+    )

@@ -5,6 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mirror.policy import DefaultReplicationPolicy, TopicFilter
+from mirror.policy.filters import DEFAULT_CONFIG_PROPERTIES_EXCLUDE
 from mirror.replication.offset_syncs import PartitionState, syncs_for_range
 from mirror.replication.plan import (
     SourcePartitionRange,
@@ -13,6 +15,7 @@ from mirror.replication.plan import (
     position_key,
     ranges_between,
 )
+from mirror.topics.plan import TopicAcl, acls_to_sync, config_changes, plan_topics
 
 
 def test_position_keys_round_trip_topic_names_with_dots_and_dashes() -> None:
@@ -87,3 +90,54 @@ def test_downstream_truncation_forces_a_sync() -> None:
 
 def test_an_empty_range_has_no_syncs() -> None:
     assert syncs_for_range([], 100) == []
+
+
+def test_config_sync_sets_source_values_and_deletes_overrides_the_source_does_not_have() -> None:
+    changes = config_changes(
+        {"retention.ms": "1000", "cleanup.policy": "compact", "min.insync.replicas": "2"},
+        {"retention.ms": "5", "segment.ms": "99", "min.insync.replicas": "1"},
+        DEFAULT_CONFIG_PROPERTIES_EXCLUDE,
+    )
+    assert changes.set == {"retention.ms": "1000", "cleanup.policy": "compact"}
+    assert changes.delete == ["segment.ms"]  # min.insync.replicas is excluded: never touched
+
+
+def test_config_sync_changes_nothing_when_configs_match() -> None:
+    assert len(config_changes({"retention.ms": "1"}, {"retention.ms": "1"}, [])) == 0
+
+
+def test_topic_plan_creates_missing_and_grows_smaller_remote_topics_but_never_shrinks() -> None:
+    plan = plan_topics(
+        {"orders": 4, "payments": 6, "audit": 2, "__consumer_offsets": 50},
+        {"A.orders": 4, "A.payments": 3, "A.audit": 5},
+        source_alias="A",
+        target_alias="B",
+        policy=DefaultReplicationPolicy(),
+        topic_filter=TopicFilter(),
+    )
+    assert plan.create == []
+    assert plan.grow == [("A.payments", 6)]
+    new = plan_topics(
+        {"fresh": 3},
+        {},
+        source_alias="A",
+        target_alias="B",
+        policy=DefaultReplicationPolicy(),
+        topic_filter=TopicFilter(),
+    )
+    assert new.create == [("fresh", "A.fresh", 3)]
+
+
+def test_acl_sync_follows_mm2_rules_and_skips_what_the_target_has() -> None:
+    source = [
+        TopicAcl("orders", "User:alice", "*", "READ", "ALLOW"),
+        TopicAcl("orders", "User:bob", "*", "ALL", "ALLOW"),  # downgraded to READ
+        TopicAcl("orders", "User:carol", "*", "WRITE", "ALLOW"),  # only mirror writes remote topics
+        TopicAcl("orders", "User:mallory", "*", "READ", "DENY"),  # DENY copied as is
+        TopicAcl("not-replicated", "User:alice", "*", "READ", "ALLOW"),
+    ]
+    target = [TopicAcl("A.orders", "User:alice", "*", "READ", "ALLOW")]
+    assert acls_to_sync(source, target, {"orders": "A.orders"}) == [
+        TopicAcl("A.orders", "User:bob", "*", "READ", "ALLOW"),
+        TopicAcl("A.orders", "User:mallory", "*", "READ", "DENY"),
+    ]

@@ -1,0 +1,156 @@
+"""Topics, partitions and configs follow the source while `mirror run` is running."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from tests.helpers import assert_eventually, create_topic, unique_name
+from tests.kafka_backends import KafkaCluster
+from tests.mirror_process import MirrorRun, wait_until_caught_up, write_config
+from tests.records import assert_same_records, read_topic
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def produce(cluster: KafkaCluster, topic: str, partitions: range, count: int) -> None:
+    producer = Producer(cluster.properties())
+    for i in range(count):
+        producer.produce(
+            topic,
+            key=b"%d" % i,
+            value=b"%s-%d" % (topic.encode(), i),
+            partition=partitions[i % len(partitions)],
+        )
+    assert producer.flush(30) == 0
+
+
+def topic_config(cluster: KafkaCluster, topic: str, name: str) -> str | None:
+    admin = AdminClient(cluster.properties())
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    return admin.describe_configs([resource])[resource].result(timeout=30)[name].value  # type: ignore[no-any-return]
+
+
+def partition_count(cluster: KafkaCluster, topic: str) -> int:
+    return len(AdminClient(cluster.properties()).list_topics(topic, timeout=30).topics[topic].partitions)
+
+
+def test_new_topics_new_partitions_and_config_changes_reach_the_target(
+    source_cluster: KafkaCluster, target_cluster: KafkaCluster, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    prefix = unique_name(request, "sync-")
+    first, second = f"{prefix}-first", f"{prefix}-second"
+    create_topic(source_cluster.bootstrap_servers, first, partitions=2, config={"retention.ms": "1234567"})
+    produce(source_cluster, first, range(2), 1000)
+    config = write_config(
+        tmp_path, source_cluster, target_cluster, [f"{prefix}-.*"], sync_topic_configs_interval_seconds=2
+    )
+    run = MirrorRun(config, tmp_path / "run.log")
+    try:
+        wait_until_caught_up(source_cluster, target_cluster, [first], run)
+        assert topic_config(target_cluster, f"A.{first}", "retention.ms") == "1234567"
+
+        # While it runs: a new matching topic, two more partitions, and a changed config.
+        create_topic(source_cluster.bootstrap_servers, second, partitions=3)
+        produce(source_cluster, second, range(3), 900)
+        admin = AdminClient(source_cluster.properties())
+        admin.create_partitions([NewPartitions(first, 4)])[first].result(timeout=30)
+        produce(source_cluster, first, range(4), 1000)
+        retention = ConfigEntry("retention.ms", "7654321", incremental_operation=AlterConfigOpType.SET)
+        resource = ConfigResource(ConfigResource.Type.TOPIC, first, incremental_configs=[retention])
+        admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+
+        wait_until_caught_up(source_cluster, target_cluster, [first, second], run)
+        assert partition_count(target_cluster, f"A.{first}") == 4
+        assert_eventually(
+            lambda: _assert_equal(topic_config(target_cluster, f"A.{first}", "retention.ms"), "7654321"),
+            timeout=30,
+        )
+        assert run.stop() == 0, run.output()[-3000:]
+    finally:
+        run.cleanup()
+    for topic in (first, second):
+        assert_same_records(
+            read_topic(source_cluster.bootstrap_servers, topic),
+            read_topic(target_cluster.bootstrap_servers, f"A.{topic}"),
+        )
+
+
+def test_topic_acls_are_synced_with_mm2_rules(
+    source_cluster: KafkaCluster, target_cluster: KafkaCluster, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    topic = unique_name(request, "acl-")
+    create_topic(source_cluster.bootstrap_servers, topic, partitions=1)
+    source_admin = AdminClient(source_cluster.properties())
+    bindings = [
+        AclBinding(
+            ResourceType.TOPIC,
+            topic,
+            ResourcePatternType.LITERAL,
+            principal,
+            "*",
+            operation,
+            AclPermissionType.ALLOW,
+        )
+        for principal, operation in (
+            ("User:alice", AclOperation.READ),
+            ("User:bob", AclOperation.ALL),
+            ("User:carol", AclOperation.WRITE),
+        )
+    ]
+    for future in source_admin.create_acls(bindings).values():
+        future.result(timeout=30)
+
+    config = write_config(
+        tmp_path, source_cluster, target_cluster, [topic], sync_topic_acls_interval_seconds=2
+    )
+    run = MirrorRun(config, tmp_path / "run.log")
+    try:
+        assert_eventually(
+            lambda: _assert_equal(
+                _acls(target_cluster, f"A.{topic}"),
+                {
+                    ("User:alice", "READ", "ALLOW"),
+                    ("User:bob", "READ", "ALLOW"),
+                },
+            ),
+            timeout=120,
+            interval=1,
+        )
+        assert run.stop() == 0, run.output()[-3000:]
+    finally:
+        run.cleanup()
+
+
+def _acls(cluster: KafkaCluster, topic: str) -> set[tuple[str, str, str]]:
+    admin = AdminClient(cluster.properties())
+    match = AclBindingFilter(
+        ResourceType.TOPIC,
+        topic,
+        ResourcePatternType.LITERAL,
+        None,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+    bindings = admin.describe_acls(match).result(timeout=30)
+    return {(b.principal, b.operation.name, b.permission_type.name) for b in bindings}
+
+
+def _assert_equal(actual: object, expected: object) -> None:
+    assert actual == expected
