@@ -148,10 +148,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    if not args.debug:
+    if args.debug:
+        logging.getLogger("mirror.librdkafka").setLevel(logging.DEBUG)
+    else:
         # Their INFO lines (every job run, every py4j call) drown mirror's own progress lines.
         for chatty in ("apscheduler", "py4j"):
             logging.getLogger(chatty).setLevel(logging.WARNING)
+
     try:
         return int(args.handler(args))
     except MirrorError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import TypeVar
@@ -20,8 +21,12 @@ _TRANSIENT_CODES = {
     KafkaError._UNKNOWN_TOPIC,
 }
 
-# librdkafka logs connection failures on its own thread; we report them ourselves instead.
-_QUIET = {"log_level": 0}
+# librdkafka logs to stderr on its own (connection refusals, "fenced" when a partition's producer
+# moves between workers). mirror reports what matters itself, so its log goes to a Python logger
+# that only --debug shows.
+LIBRDKAFKA_LOG = logging.getLogger("mirror.librdkafka")
+LIBRDKAFKA_LOG.setLevel(logging.CRITICAL + 1)  # silent in every process, executors included
+_QUIET = {"logger": LIBRDKAFKA_LOG}
 
 
 def admin_client(properties: Mapping[str, str]) -> AdminClient:

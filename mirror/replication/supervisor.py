@@ -151,6 +151,9 @@ class Supervisor:
         if self._stop.is_set():
             return
         self._spark = build_session(self._config.spark)
+        # SparkContext replaces the SIGINT handler with one that cancels every job mid-transaction;
+        # Ctrl-C must instead let the batch in flight commit, as SIGTERM does.
+        signal.signal(signal.SIGINT, self.request_stop)
         for flow in self._flows:
             if self._stop.is_set():
                 return
