@@ -21,9 +21,10 @@ setup: $(BIN)/mirror jars
 jars: $(BIN)/mirror
 	$(BIN)/mirror local jars
 
-## demo: start local clusters A and B, then run the A->B flow against them
+## demo: start local clusters A and B, write sample orders into A, replicate A->B until Ctrl-C
 demo: setup
 	$(BIN)/mirror local up
+	$(BIN)/mirror local seed --topic orders --records 10000
 	$(BIN)/mirror run mm2.local.yaml
 
 ## test: the whole suite, integration tests included (they start their own brokers)

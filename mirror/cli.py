@@ -55,6 +55,12 @@ def _build_parser() -> argparse.ArgumentParser:
     status = local_commands.add_parser("status", help="show the local clusters")
     status.add_argument("--dir", type=Path, default=Path(".mirror-local"), help=dir_help)
     status.set_defaults(handler=_local_status)
+    seed = local_commands.add_parser("seed", help="write sample records into a topic of cluster A")
+    seed.add_argument("--dir", type=Path, default=Path(".mirror-local"), help=dir_help)
+    seed.add_argument("--topic", default="orders", help="topic to create or append to (default: orders)")
+    seed.add_argument("--records", type=int, default=10_000, help="how many records (default: 10000)")
+    seed.add_argument("--partitions", type=int, default=4, help="partitions if the topic is new (default: 4)")
+    seed.set_defaults(handler=_local_seed)
     jars = local_commands.add_parser("jars", help="resolve the Apache Kafka jars from Maven Central")
     jars.set_defaults(handler=_local_jars)
     return parser
@@ -131,6 +137,22 @@ def _local_status(args: argparse.Namespace) -> int:
         state = f"running (pid {cluster.pid})" if cluster.running else "stopped"
         print(f"{cluster.alias}  {cluster.bootstrap_servers}  {state}  {cluster.directory}")
     return 0 if all(cluster.running for cluster in clusters) else 1
+
+
+def _local_seed(args: argparse.Namespace) -> int:
+    from mirror.errors import LocalClusterError
+    from mirror.local.environment import LocalEnvironment
+    from mirror.local.seed import seed_topic
+
+    running = [cluster for cluster in LocalEnvironment(args.dir).status() if cluster.running]
+    if not running:
+        raise LocalClusterError(
+            f"no local cluster is running under {args.dir}; start them with: mirror local up"
+        )
+    source = running[0]
+    written = seed_topic(source.bootstrap_servers, args.topic, args.records, args.partitions)
+    print(f"wrote {written:,} records to {args.topic} on {source.alias} ({source.bootstrap_servers})")
+    return 0
 
 
 def _local_jars(args: argparse.Namespace) -> int:

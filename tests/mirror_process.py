@@ -173,3 +173,23 @@ def wait_until_caught_up(
             return
         assert time.monotonic() < deadline, f"not caught up: {positions} < {ends}\n{run.output()[-3000:]}"
         time.sleep(1)
+
+
+def replicate_until_caught_up(
+    config: Path,
+    log: Path,
+    source: KafkaCluster,
+    target: KafkaCluster,
+    topics: list[str],
+    *,
+    timeout: float = 300,
+) -> MirrorRun:
+    """Run `mirror run` until the target holds everything `topics` had, then stop it cleanly (exit 0)."""
+    run = MirrorRun(config, log)
+    try:
+        wait_until_caught_up(source, target, topics, run, timeout=timeout)
+        exit_code = run.stop()
+        assert exit_code == 0, f"exit code {exit_code}:\n{run.output()[-3000:]}"
+    finally:
+        run.cleanup()
+    return run

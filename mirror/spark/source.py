@@ -17,8 +17,14 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
 
-from mirror.errors import MirrorError
-from mirror.kafka.admin import committed_positions, earliest_offsets, last_stable_offsets, list_topics
+from mirror.errors import MirrorError, SourceTruncatedError
+from mirror.kafka.admin import (
+    commit_positions,
+    committed_positions,
+    earliest_offsets,
+    last_stable_offsets,
+    list_topics,
+)
 from mirror.kafka.clients import admin_client, consumer
 from mirror.policy import should_replicate_topic
 from mirror.replication.plan import (
@@ -124,6 +130,8 @@ class MirrorSourceReader(DataSourceStreamReader):
             return start  # stopping: plan no new batch, so none is cut off mid-transaction
         try:
             end = self._plan(start, limit)
+        except SourceTruncatedError:
+            raise  # on_source_truncation: fail; the user decides
         except MirrorError as exc:
             # A cluster away for a while: plan nothing now and try again, a little later each time.
             self._failures += 1
@@ -141,7 +149,41 @@ class MirrorSourceReader(DataSourceStreamReader):
         new = self._start_positions([key for key in keys if key not in start])
         max_records = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         self._latest = sorted_positions({**start, **available})
-        return plan_end(start, available, max_records, new)
+        end = plan_end(start, available, max_records, new)
+        rewound = {key: stable for key, stable in available.items() if key in start and stable < start[key]}
+        if rewound:
+            # plan_end never moves backwards; these partitions restart in the batch after this one.
+            end = sorted_positions({**end, **self._restart_rewound(start, rewound)})
+        return end
+
+    def _restart_rewound(self, start: dict[str, int], rewound: dict[str, int]) -> dict[str, int]:
+        """Partitions whose source now ends below what was copied: the topic was deleted and re-created.
+
+        Runs between batches (Spark plans batch N+1 after batch N finished), so no range of these
+        partitions is in flight. With `continue`, they restart at the new topic's first offset, in
+        Spark's offsets and in the positions group the copier trusts.
+        """
+        s = self._settings
+        partitions = [parse_position_key(key) for key in rewound]
+        earliest = earliest_offsets(self._client("source_admin"), partitions)
+        restarted: dict[str, int] = {}
+        for key, (topic, partition) in zip(rewound, partitions, strict=True):
+            message = (
+                f"flow {s.name}: {topic}-{partition}: the source partition now ends at offset "
+                f"{rewound[key]}, below the {start[key]} records already copied: the topic was deleted "
+                "and re-created"
+            )
+            if s.on_source_truncation == "fail":
+                raise SourceTruncatedError(
+                    f"{message}; set on_source_truncation: continue to copy the new topic from its start"
+                )
+            restarted[key] = earliest[(topic, partition)]
+            log.error("%s; copying the new topic's records from offset %d", message, restarted[key])
+        commit_positions(
+            self._client("positions"),
+            {(s.remote_topic(t), p): restarted[position_key(t, p)] for t, p in partitions},
+        )
+        return restarted
 
     def reportLatestOffset(self) -> dict[str, int] | None:
         return self._latest

@@ -81,6 +81,10 @@ def test_up_status_down_manage_two_real_clusters(tmp_path: Path) -> None:
         assert message == b"committed"
 
         assert (tmp_path / "clusters" / "A" / "logs" / "server.log").stat().st_size > 0
+
+        seeded = run_mirror("local", "seed", "--dir", "clusters", "--records", "250", cwd=tmp_path)
+        assert seeded.returncode == 0, seeded.stderr
+        assert f"wrote 250 records to orders on A (127.0.0.1:{base})" in seeded.stdout
     finally:
         down = run_mirror("local", "down", "--dir", "clusters", cwd=tmp_path)
     assert down.returncode == 0

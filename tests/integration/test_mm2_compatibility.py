@@ -12,7 +12,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from mirror.kafka.source_offsets import SourcePartition, decode_value, encode_key
 from tests.helpers import assert_eventually, create_topic, unique_name
 from tests.kafka_backends import KafkaCluster
-from tests.mirror_process import MirrorRun, wait_until_caught_up, write_config
+from tests.mirror_process import replicate_until_caught_up, write_config
 from tests.records import assert_same_records, read_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -108,12 +108,8 @@ def test_mirror_resumes_where_real_mirrormaker2_stopped(
     for i in range(2000):
         producer.produce(topic, key=b"%d" % (3000 + i), value=b"after-%d" % i, partition=0)
     producer.flush(30)
-    run = MirrorRun(write_config(tmp_path, source_cluster, target_cluster, [topic]), tmp_path / "run.log")
-    try:
-        wait_until_caught_up(source_cluster, target_cluster, [topic], run)
-        assert run.stop() == 0, run.output()[-3000:]
-    finally:
-        run.cleanup()
+    config = write_config(tmp_path, source_cluster, target_cluster, [topic])
+    run = replicate_until_caught_up(config, tmp_path / "run.log", source_cluster, target_cluster, [topic])
 
     assert "took 1 partition positions from mm2-offsets.A.internal" in run.output()
     # MM2's copy plus ours: every record once, none twice.

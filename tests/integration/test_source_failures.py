@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.helpers import create_topic, unique_name
+from tests.helpers import assert_eventually, create_topic, unique_name
 from tests.kafka_backends import KafkaCluster
-from tests.mirror_process import MirrorRun, wait_until_caught_up, write_config
+from tests.mirror_process import MirrorRun, replicate_until_caught_up, wait_until_caught_up, write_config
 from tests.records import read_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -65,12 +65,7 @@ def test_records_deleted_on_the_source_before_copying_are_reported(
     create_topic(source_cluster.bootstrap_servers, topic, partitions=1)
     produce(source_cluster, topic, [b"first-%d" % i for i in range(100)])
     config = write_config(tmp_path, source_cluster, target_cluster, [topic], on_source_truncation=policy)
-    first = MirrorRun(config, tmp_path / "first.log")
-    try:
-        wait_until_caught_up(source_cluster, target_cluster, [topic], first)
-        assert first.stop() == 0
-    finally:
-        first.cleanup()
+    replicate_until_caught_up(config, tmp_path / "first.log", source_cluster, target_cluster, [topic])
 
     # While mirror is down, 100 more records arrive and retention deletes 40 of them uncopied.
     produce(source_cluster, topic, [b"second-%d" % i for i in range(100)])
@@ -97,3 +92,55 @@ def test_records_deleted_on_the_source_before_copying_are_reported(
     copied = read_topic(target_cluster.bootstrap_servers, f"A.{topic}")[0]
     expected = [b"first-%d" % i for i in range(100)] + [b"second-%d" % i for i in range(40, 100)]
     assert [r.value for r in copied] == expected
+
+
+@pytest.mark.parametrize("policy", ["continue", "fail"])
+def test_a_source_topic_deleted_and_recreated_is_detected(
+    source_cluster: KafkaCluster,
+    target_cluster: KafkaCluster,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    policy: str,
+) -> None:
+    topic = unique_name(request, "recreated-")
+    create_topic(source_cluster.bootstrap_servers, topic, partitions=1)
+    produce(source_cluster, topic, [b"old-%d" % i for i in range(100)])
+    config = write_config(tmp_path, source_cluster, target_cluster, [topic], on_source_truncation=policy)
+    replicate_until_caught_up(config, tmp_path / "first.log", source_cluster, target_cluster, [topic])
+
+    admin = AdminClient(source_cluster.properties())
+    admin.delete_topics([topic])[topic].result(timeout=30)
+    assert_eventually(lambda: _assert_absent(admin, topic), timeout=60)
+    assert_eventually(lambda: _recreate(source_cluster, topic), timeout=60)
+    produce(source_cluster, topic, [b"new-%d" % i for i in range(30)])
+
+    second = MirrorRun(config, tmp_path / "second.log")
+    try:
+        if policy == "fail":
+            assert second.wait(timeout=240) == 1, second.output()[-3000:]
+            errors = mirror_errors(second)
+            assert len(errors) == 1, second.output()[-3000:]
+            assert (
+                f"{topic}-0: the source partition now ends at offset 30, below the 100 records" in errors[0]
+            )
+            return
+        wait_until_caught_up(source_cluster, target_cluster, [topic], second)
+        assert second.stop() == 0
+    finally:
+        second.cleanup()
+    assert "the topic was deleted and re-created" in second.output()
+    copied = read_topic(target_cluster.bootstrap_servers, f"A.{topic}")[0]
+    assert [r.value for r in copied] == [b"old-%d" % i for i in range(100)] + [
+        b"new-%d" % i for i in range(30)
+    ]
+
+
+def _recreate(cluster: KafkaCluster, topic: str) -> None:
+    try:
+        create_topic(cluster.bootstrap_servers, topic, partitions=1)
+    except KafkaException as exc:  # the broker may still be deleting the old topic
+        raise AssertionError(str(exc)) from exc
+
+
+def _assert_absent(admin: AdminClient, topic: str) -> None:
+    assert topic not in admin.list_topics(timeout=30).topics

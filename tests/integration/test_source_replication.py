@@ -16,7 +16,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers import assert_eventually, create_topic, unique_name
 from tests.kafka_backends import KafkaCluster
-from tests.mirror_process import MirrorRun, wait_until_caught_up, wait_until_copying, write_config
+from tests.mirror_process import (
+    MirrorRun,
+    replicate_until_caught_up,
+    wait_until_caught_up,
+    wait_until_copying,
+    write_config,
+)
 from tests.records import assert_same_records, read_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -216,12 +222,7 @@ def test_at_least_once_mode_says_so_and_copies_everything(
     create_topic(source_cluster.bootstrap_servers, topic, partitions=2)
     produce_mixed(source_cluster, topic, 4000, 2, seed=10, aborted_every=3)
     config = write_config(tmp_path, source_cluster, target_cluster, [topic], exactly_once=False)
-    run = MirrorRun(config, tmp_path / "run.log")
-    try:
-        wait_until_caught_up(source_cluster, target_cluster, [topic], run)
-        assert run.stop() == 0, run.output()[-3000:]
-    finally:
-        run.cleanup()
+    run = replicate_until_caught_up(config, tmp_path / "run.log", source_cluster, target_cluster, [topic])
     assert "at-least-once (exactly_once: false)" in run.output()
     # Without a crash nothing is duplicated in this mode either; aborted source records are still skipped.
     assert_same_records(

@@ -16,7 +16,7 @@ from confluent_kafka import Producer
 from mirror.local.broker import free_port
 from tests.helpers import assert_eventually, create_topic, unique_name
 from tests.kafka_backends import KafkaCluster
-from tests.mirror_process import MirrorRun, wait_until_caught_up, write_config
+from tests.mirror_process import replicate_until_caught_up, write_config
 from tests.records import assert_same_records, read_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -123,12 +123,7 @@ def test_replicates_through_a_standalone_spark_cluster(
     }
     config.write_text(yaml.safe_dump(document), encoding="utf-8")
 
-    run = MirrorRun(config, tmp_path / "run.log")
-    try:
-        wait_until_caught_up(source_cluster, target_cluster, [topic], run, timeout=300)
-        assert run.stop() == 0, run.output()[-3000:]
-    finally:
-        run.cleanup()
+    replicate_until_caught_up(config, tmp_path / "run.log", source_cluster, target_cluster, [topic])
     assert_same_records(
         read_topic(source_cluster.bootstrap_servers, topic),
         read_topic(target_cluster.bootstrap_servers, f"A.{topic}"),
