@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
@@ -67,11 +69,15 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
+    # A stop may come before Spark and Kafka are even imported; remember it instead of dying.
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
     from mirror.config import load_config
     from mirror.replication.supervisor import Supervisor
 
     config = load_config(args.config)
-    return Supervisor(config, out=lambda line: print(line, file=sys.stderr, flush=True)).run()
+    return Supervisor(config, out=lambda line: print(line, file=sys.stderr, flush=True), stop=stop).run()
 
 
 def _validate(args: argparse.Namespace) -> int:

@@ -97,10 +97,12 @@ class _Flow:
 
 
 class Supervisor:
-    def __init__(self, config: MirrorConfig, *, out: Callable[[str], None] = print) -> None:
+    def __init__(
+        self, config: MirrorConfig, *, out: Callable[[str], None] = print, stop: threading.Event | None = None
+    ) -> None:
         self._config = config
         self._out = out
-        self._stop = threading.Event()
+        self._stop = stop if stop is not None else threading.Event()
         self._failure: MirrorError | None = None
         self._flows: list[_Flow] = []
         self._spark: SparkSession | None = None

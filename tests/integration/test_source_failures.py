@@ -124,15 +124,24 @@ def test_a_source_topic_deleted_and_recreated_is_detected(
                 f"{topic}-0: the source partition now ends at offset 30, below the 100 records" in errors[0]
             )
             return
-        wait_until_caught_up(source_cluster, target_cluster, [topic], second)
-        assert second.stop() == 0
+        # The old positions (100) are past the new topic's end (30): wait for the records themselves.
+        expected = [b"old-%d" % i for i in range(100)] + [b"new-%d" % i for i in range(30)]
+        assert_eventually(
+            lambda: _assert_equal(_values(target_cluster, f"A.{topic}"), expected), timeout=180, interval=2
+        )
+        assert second.stop() == 0, second.output()[-3000:]
     finally:
         second.cleanup()
     assert "the topic was deleted and re-created" in second.output()
-    copied = read_topic(target_cluster.bootstrap_servers, f"A.{topic}")[0]
-    assert [r.value for r in copied] == [b"old-%d" % i for i in range(100)] + [
-        b"new-%d" % i for i in range(30)
-    ]
+    assert _values(target_cluster, f"A.{topic}") == expected
+
+
+def _values(cluster: KafkaCluster, topic: str) -> list[bytes | None]:
+    return [record.value for record in read_topic(cluster.bootstrap_servers, topic)[0]]
+
+
+def _assert_equal(actual: object, expected: object) -> None:
+    assert actual == expected
 
 
 def _recreate(cluster: KafkaCluster, topic: str) -> None:
