@@ -180,8 +180,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger("mirror.librdkafka").setLevel(logging.DEBUG)
     else:
         # Their INFO lines (every job run, every py4j call) drown mirror's own progress lines.
-        for chatty in ("apscheduler", "py4j"):
-            logging.getLogger(chatty).setLevel(logging.WARNING)
+        logging.getLogger("py4j").setLevel(logging.WARNING)
+        # A job still running at its next interval (a cluster not answering) is expected; the
+        # progress line says so instead of a warning every interval.
+        logging.getLogger("apscheduler").setLevel(logging.ERROR)
 
     try:
         return int(args.handler(args))

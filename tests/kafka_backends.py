@@ -34,6 +34,7 @@ class KafkaCluster:
     alias: str
     bootstrap_servers: str
     libs: Path | None = None
+    pid: int | None = None  # the broker process, for fault tests (local backend only)
 
     def properties(self, **extra: str) -> dict[str, str]:
         return {"bootstrap.servers": self.bootstrap_servers, **extra}
@@ -45,7 +46,7 @@ def local_clusters(aliases: tuple[str, ...], root: Path) -> Iterator[list[KafkaC
     specs = [BrokerSpec(alias, root / alias, free_port(), free_port(), AUTHORIZER) for alias in aliases]
     brokers = start_brokers(specs, libs=libs)
     try:
-        yield [KafkaCluster(b.spec.alias, b.bootstrap_servers, libs) for b in brokers]
+        yield [KafkaCluster(b.spec.alias, b.bootstrap_servers, libs, b.pid) for b in brokers]
     finally:
         for broker in brokers:
             broker.stop()

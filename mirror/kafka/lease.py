@@ -7,7 +7,9 @@ it must stop. The data path fences zombies on its own; the lease turns that into
 
 from __future__ import annotations
 
-from confluent_kafka import KafkaException, TopicPartition
+import time
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from mirror.errors import FlowTakenOverError
 from mirror.kafka.clients import consumer, producer, translate
@@ -23,6 +25,9 @@ class FlowLease:
         self._group = consumer(
             {**settings.target_consumer, "group.id": f"__mirror-instance.{settings.source}-{settings.target}"}
         )
+        # When the target last answered; renewals are the flow's heartbeat with its target.
+        self.last_renewed = time.monotonic()
+        self._unfinished = False
 
     def acquire(self) -> None:
         try:
@@ -35,19 +40,30 @@ class FlowLease:
         # An empty transaction never reaches the coordinator; committing a group offset does.
         mark = [TopicPartition(self._settings.offsets_topic, 0, 0)]
         try:
+            if self._unfinished:
+                # A renewal that timed out (the target not answering) left its transaction open.
+                self._abort_unfinished()
             self._producer.begin_transaction()
+            self._unfinished = True
             self._producer.send_offsets_to_transaction(mark, self._group.consumer_group_metadata(), 30)
             self._producer.commit_transaction(30)
+            self._unfinished = False
+            self.last_renewed = time.monotonic()
         except KafkaException as exc:
-            error = exc.args[0]
-            if error.fatal():
+            if exc.args[0].fatal():
                 raise FlowTakenOverError(
                     f"flow {self._settings.name}: another mirror instance took over this flow; "
                     "this one stops (run one instance per flow)"
                 ) from exc
-            if error.txn_requires_abort():
-                self._producer.abort_transaction(30)
-            # Other errors (a broker briefly unreachable) are retried at the next renewal.
+            # Anything else (the target away for a while) is retried at the next renewal.
+
+    def _abort_unfinished(self) -> None:
+        try:
+            self._producer.abort_transaction(30)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError._STATE:  # _STATE: nothing was open after all
+                raise
+        self._unfinished = False
 
     def close(self) -> None:
         self._group.close()

@@ -40,6 +40,7 @@ from mirror.topics.sync import TopicSync
 log = logging.getLogger("mirror")
 
 LEASE_RENEW_SECONDS = 2.0
+UNANSWERED_SECONDS = 4 * LEASE_RENEW_SECONDS
 PROGRESS_SECONDS = 5.0
 DRAIN_SECONDS = 60.0
 RESTART_BACKOFF_SECONDS = (2.0, 5.0, 10.0, 30.0, 60.0)
@@ -278,9 +279,15 @@ class Supervisor:
         if lag is not None:
             self._metrics.record_lag(flow.settings.name, lag)
         lag_text = f"{sum(lag.values()):,} records" if lag is not None else "unknown"
+        silent = time.monotonic() - flow.lease.last_renewed
+        health = (
+            f"; {flow.settings.target} not answering for {silent:.0f}s, retrying"
+            if silent > UNANSWERED_SECONDS
+            else ""
+        )
         self._out(
             f"flow {flow.settings.name}: {records_per_second:,.0f} records/s, "
-            f"{bytes_per_second / 1e6:,.2f} MB/s, lag {lag_text}, {flow.progress.records:,} copied"
+            f"{bytes_per_second / 1e6:,.2f} MB/s, lag {lag_text}, {flow.progress.records:,} copied{health}"
         )
 
     def _shutdown(self, scheduler: BackgroundScheduler) -> None:
