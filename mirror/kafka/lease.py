@@ -22,9 +22,7 @@ class FlowLease:
         self._producer = producer(
             {**settings.target_producer, "transactional.id": settings.lease_transactional_id()}
         )
-        self._group = consumer(
-            {**settings.target_consumer, "group.id": f"__mirror-instance.{settings.source}-{settings.target}"}
-        )
+        self._group = consumer({**settings.target_consumer, "group.id": settings.lease_group()})
         # When the target last answered; renewals are the flow's heartbeat with its target.
         self.last_renewed = time.monotonic()
         self._unfinished = False
@@ -34,20 +32,22 @@ class FlowLease:
             self._producer.init_transactions(60)
         except KafkaException as exc:
             raise translate(exc, f"flow {self._settings.name}: taking the flow's lease") from exc
+        # Record the new owner before any task runs, so fenced tasks of the old one stop.
+        try:
+            self._commit_mark()
+        except KafkaException as exc:
+            raise translate(
+                exc, f"flow {self._settings.name}: recording this instance as the flow's owner"
+            ) from exc
+        self.last_renewed = time.monotonic()
 
     def renew(self) -> None:
         """Raise FlowTakenOverError if another instance acquired the lease since."""
-        # An empty transaction never reaches the coordinator; committing a group offset does.
-        mark = [TopicPartition(self._settings.offsets_topic, 0, 0)]
         try:
             if self._unfinished:
                 # A renewal that timed out (the target not answering) left its transaction open.
                 self._abort_unfinished()
-            self._producer.begin_transaction()
-            self._unfinished = True
-            self._producer.send_offsets_to_transaction(mark, self._group.consumer_group_metadata(), 30)
-            self._producer.commit_transaction(30)
-            self._unfinished = False
+            self._commit_mark()
             self.last_renewed = time.monotonic()
         except KafkaException as exc:
             if exc.args[0].fatal():
@@ -56,6 +56,16 @@ class FlowLease:
                     "this one stops (run one instance per flow)"
                 ) from exc
             # Anything else (the target away for a while) is retried at the next renewal.
+
+    def _commit_mark(self) -> None:
+        # An empty transaction never reaches the coordinator; committing a group offset does.
+        # Its metadata names this instance: the flow's owner, as fenced tasks check (range_copier).
+        mark = [TopicPartition(self._settings.offsets_topic, 0, 0, metadata=self._settings.instance_id)]
+        self._producer.begin_transaction()
+        self._unfinished = True
+        self._producer.send_offsets_to_transaction(mark, self._group.consumer_group_metadata(), 30)
+        self._producer.commit_transaction(30)
+        self._unfinished = False
 
     def _abort_unfinished(self) -> None:
         try:

@@ -26,6 +26,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from mirror.errors import (
+    FlowTakenOverError,
     KafkaClientError,
     ProducerFencedError,
     RecordTooLargeError,
@@ -114,6 +115,7 @@ _WRITERS: dict[str, _TransactionalWriter] = {}
 _SOURCE_CONSUMERS: dict[str, Consumer] = {}
 _POSITION_CONSUMERS: dict[str, Consumer] = {}
 _SYNC_PRODUCERS: dict[str, Producer] = {}
+_LEASE_READERS: dict[str, Consumer] = {}
 
 
 def _source_consumer(settings: FlowSettings) -> Consumer:
@@ -234,8 +236,10 @@ def copy_range(settings: FlowSettings, source_range: SourcePartitionRange) -> Ra
         except ProducerFencedError as exc:
             # Usually another worker of ours took this partition's id for a later task (P4);
             # re-initialising fences it in turn, and the committed position decides what is left.
+            # But if another `mirror run` owns the flow now, this task is the zombie: it stops.
             stats.fenced += 1
             _evict(transactional_id)
+            _stop_if_flow_taken_over(settings)
             last: Exception = exc
             continue  # re-initialising is the remedy; nothing to wait for
         except _AbortableError as exc:
@@ -258,6 +262,27 @@ def copy_range(settings: FlowSettings, source_range: SourcePartitionRange) -> Ra
         f"flow {settings.name}: {source_range.topic}-{source_range.partition} [{source_range.start}, "
         f"{source_range.end}) failed {MAX_ATTEMPTS} times; last error: {last}"
     )
+
+
+def _stop_if_flow_taken_over(settings: FlowSettings) -> None:
+    owner_reader = _LEASE_READERS.get(settings.name)
+    if owner_reader is None:
+        owner_reader = new_consumer(
+            {
+                **settings.target_consumer,
+                "group.id": settings.lease_group(),
+                "isolation.level": "read_committed",
+            }
+        )
+        _LEASE_READERS[settings.name] = owner_reader
+    (mark,) = _call(
+        lambda: owner_reader.committed([TopicPartition(settings.offsets_topic, 0)], timeout=30),
+        f"flow {settings.name}: reading the flow's owner",
+    )
+    if settings.instance_id and mark.metadata and mark.metadata != settings.instance_id:
+        raise FlowTakenOverError(
+            f"flow {settings.name}: another mirror instance took over this flow; this writer stops"
+        )
 
 
 def _abort(transactional_id: str) -> None:

@@ -40,6 +40,8 @@ class FlowSettings:
     internal_replication_factor: int | None = None
     config_properties_exclude: list[str] = field(default_factory=list)
     on_source_truncation: str = "continue"
+    # Which `mirror run` this is; the lease records its owner so fenced tasks of another run stop.
+    instance_id: str = ""
 
     @property
     def name(self) -> str:
@@ -75,6 +77,10 @@ class FlowSettings:
         """
         return f"__mirror-positions.{self.source}-{self.target}"
 
+    def lease_group(self) -> str:
+        """Target group whose committed metadata names the instance that owns the flow."""
+        return f"__mirror-instance.{self.source}-{self.target}"
+
     def lease_transactional_id(self) -> str:
         """Held by the one `mirror run` instance that owns this flow."""
         return f"mirror-{self.source}-{self.target}-instance"
@@ -87,7 +93,9 @@ class FlowSettings:
         return cls(**json.loads(text))
 
 
-def flow_settings(config: MirrorConfig, source: str, target: str, flow: FlowConfig) -> FlowSettings:
+def flow_settings(
+    config: MirrorConfig, source: str, target: str, flow: FlowConfig, *, instance_id: str = ""
+) -> FlowSettings:
     source_cluster, target_cluster = config.clusters[source], config.clusters[target]
     location = flow.offset_syncs_topic_location or ("target" if flow.exactly_once else "source")
     return FlowSettings(
@@ -115,4 +123,5 @@ def flow_settings(config: MirrorConfig, source: str, target: str, flow: FlowConf
         internal_replication_factor=flow.internal_topics_replication_factor,
         config_properties_exclude=list(flow.config_properties_exclude),
         on_source_truncation=flow.on_source_truncation,
+        instance_id=instance_id,
     )

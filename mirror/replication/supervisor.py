@@ -14,6 +14,7 @@ import re
 import signal
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,6 +105,7 @@ class Supervisor:
         self._config = config
         self._out = out
         self._stop = stop if stop is not None else threading.Event()
+        self.instance_id = uuid.uuid4().hex
         self._failure: MirrorError | None = None
         self._flows: list[_Flow] = []
         self._spark: SparkSession | None = None
@@ -121,7 +123,7 @@ class Supervisor:
 
     def run(self) -> int:
         enabled = [
-            (flow_settings(self._config, source, target, flow), flow)
+            (flow_settings(self._config, source, target, flow, instance_id=self.instance_id), flow)
             for source, target, flow in self._config.flow_endpoints()
             if flow.enabled
         ]
@@ -264,6 +266,9 @@ class Supervisor:
             return
         kind, error = _query_error(flow.settings, flow.query)
         self._metrics.errors.labels(flow.settings.name, kind).inc()
+        if kind == "FlowTakenOverError":
+            self._fail(FlowTakenOverError(str(error)))
+            return
         if kind in _USER_ERRORS:
             self._fail(error)
             return
