@@ -112,46 +112,47 @@ class _TransactionalWriter:
 
 # Per-worker caches, keyed by transactional id / flow name.
 _WRITERS: dict[str, _TransactionalWriter] = {}
-_SOURCE_CONSUMERS: dict[str, Consumer] = {}
-_POSITION_CONSUMERS: dict[str, Consumer] = {}
+_CONSUMERS: dict[tuple[str, str], Consumer] = {}  # (flow, role)
 _SYNC_PRODUCERS: dict[str, Producer] = {}
-_LEASE_READERS: dict[str, Consumer] = {}
+
+
+def _cached_consumer(settings: FlowSettings, role: str, properties: dict[str, str]) -> Consumer:
+    key = (settings.name, role)
+    if key not in _CONSUMERS:
+        _CONSUMERS[key] = new_consumer(properties)
+    return _CONSUMERS[key]
 
 
 def _source_consumer(settings: FlowSettings) -> Consumer:
-    consumer = _SOURCE_CONSUMERS.get(settings.name)
-    if consumer is None:
-        consumer = new_consumer(
-            {
-                **settings.source_consumer,
-                "group.id": f"mirror-{settings.source}-{settings.target}-copier",
-                "enable.auto.commit": "false",
-                "enable.auto.offset.store": "false",
-                # Records of aborted source transactions are never copied.
-                "isolation.level": "read_committed",
-                "auto.offset.reset": "error",
-                # A range ends where the source ended when it was planned; a fetch there must not
-                # park for librdkafka's default 500 ms waiting for records the range will not take.
-                "fetch.wait.max.ms": "20",
-            }
-        )
-        _SOURCE_CONSUMERS[settings.name] = consumer
-    return consumer
+    return _cached_consumer(
+        settings,
+        "source",
+        {
+            **settings.source_consumer,
+            "group.id": f"mirror-{settings.source}-{settings.target}-copier",
+            "enable.auto.commit": "false",
+            "enable.auto.offset.store": "false",
+            # Records of aborted source transactions are never copied.
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "error",
+            # A range ends where the source ended when it was planned; a fetch there must not
+            # park for librdkafka's default 500 ms waiting for records the range will not take.
+            "fetch.wait.max.ms": "20",
+        },
+    )
 
 
 def _positions_consumer(settings: FlowSettings) -> Consumer:
-    consumer = _POSITION_CONSUMERS.get(settings.name)
-    if consumer is None:
-        consumer = new_consumer(
-            {
-                **settings.target_consumer,
-                "group.id": settings.positions_group(),
-                "enable.auto.commit": "false",
-                "isolation.level": "read_committed",
-            }
-        )
-        _POSITION_CONSUMERS[settings.name] = consumer
-    return consumer
+    return _cached_consumer(
+        settings,
+        "positions",
+        {
+            **settings.target_consumer,
+            "group.id": settings.positions_group(),
+            "enable.auto.commit": "false",
+            "isolation.level": "read_committed",
+        },
+    )
 
 
 def _writer(settings: FlowSettings, transactional_id: str) -> _TransactionalWriter:
@@ -265,16 +266,11 @@ def copy_range(settings: FlowSettings, source_range: SourcePartitionRange) -> Ra
 
 
 def _stop_if_flow_taken_over(settings: FlowSettings) -> None:
-    owner_reader = _LEASE_READERS.get(settings.name)
-    if owner_reader is None:
-        owner_reader = new_consumer(
-            {
-                **settings.target_consumer,
-                "group.id": settings.lease_group(),
-                "isolation.level": "read_committed",
-            }
-        )
-        _LEASE_READERS[settings.name] = owner_reader
+    owner_reader = _cached_consumer(
+        settings,
+        "lease",
+        {**settings.target_consumer, "group.id": settings.lease_group(), "isolation.level": "read_committed"},
+    )
     (mark,) = _call(
         lambda: owner_reader.committed([TopicPartition(settings.offsets_topic, 0)], timeout=30),
         f"flow {settings.name}: reading the flow's owner",
