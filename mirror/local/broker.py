@@ -141,10 +141,9 @@ class LocalBroker:
         """Format KRaft storage once; a formatted directory keeps its data across restarts."""
         if (self.spec.data_dir / "meta.properties").exists():
             return
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
         command = [
             *self._jvm_args(), "kafka.tools.StorageTool", "format",
-            "-t", cluster_id, "-c", str(self.spec.properties_file),
+            f"--cluster-id={_new_cluster_id()}", "-c", str(self.spec.properties_file),
         ]  # fmt: skip
         result = subprocess.run(command, capture_output=True, text=True, check=False)
         if result.returncode != 0:
@@ -239,6 +238,18 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def _new_cluster_id() -> str:
+    """A Kafka-style cluster id: 16 random bytes, URL-safe base64, never starting with '-'.
+
+    Kafka's own Uuid.randomUuid() redraws ids that start with '-' because command-line parsers
+    read them as options (an id like "-Xq..." made `kafka-storage format -t` fail in CI).
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def _last_line(text: str) -> str:
