@@ -35,6 +35,8 @@ def _build_parser() -> argparse.ArgumentParser:
     validate.add_argument("config", type=Path, help="path to mm2.yaml")
     validate.set_defaults(handler=_validate)
 
+    _add_monitoring_commands(commands)
+
     config = commands.add_parser("config", help="configuration tools")
     config_commands = config.add_subparsers(dest="config_command", required=True, metavar="COMMAND")
     imp = config_commands.add_parser("import", help="convert an MM2 mm2.properties file into mm2.yaml")
@@ -68,6 +70,37 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_monitoring_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """heartbeats, topology, translate-offsets: read-only views of one cluster, for runbooks."""
+    config_help = "the mm2.yaml that defines the cluster (default: mm2.yaml)"
+    heartbeats = commands.add_parser(
+        "heartbeats", help="per replication path into a cluster: the newest heartbeat's age and delay"
+    )
+    heartbeats.add_argument("--cluster", required=True, help="alias of the cluster to read, e.g. B")
+    heartbeats.add_argument("-c", "--config", type=Path, default=Path("mm2.yaml"), help=config_help)
+    heartbeats.add_argument(
+        "--watch", type=float, default=3.0, help="seconds to watch for arriving heartbeats (default: 3)"
+    )
+    heartbeats.set_defaults(handler=_heartbeats)
+
+    topology = commands.add_parser(
+        "topology", help="the clusters replicating into a cluster, with hop counts"
+    )
+    topology.add_argument("--cluster", required=True, help="alias of the cluster to read, e.g. B")
+    topology.add_argument("-c", "--config", type=Path, default=Path("mm2.yaml"), help=config_help)
+    topology.set_defaults(handler=_topology)
+
+    translate = commands.add_parser(
+        "translate-offsets",
+        help="a source group's offsets translated for a target cluster (from checkpoints)",
+    )
+    translate.add_argument("--cluster", required=True, help="alias of the target cluster, e.g. B")
+    translate.add_argument("--source", required=True, help="alias of the cluster the group consumed from")
+    translate.add_argument("--group", required=True, help="the consumer group")
+    translate.add_argument("-c", "--config", type=Path, default=Path("mm2.yaml"), help=config_help)
+    translate.set_defaults(handler=_translate_offsets)
+
+
 def _run(args: argparse.Namespace) -> int:
     # A stop may come before Spark and Kafka are even imported; remember it instead of dying.
     stop = threading.Event()
@@ -86,6 +119,48 @@ def _validate(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     print(f"# {args.config}: valid. Effective configuration, defaults included, secrets masked:")
     print(render_effective_config(config), end="")
+    return 0
+
+
+def _heartbeats(args: argparse.Namespace) -> int:
+    from mirror.client import MirrorClient
+
+    paths = MirrorClient.from_config(args.config, args.cluster).heartbeats(watch_seconds=args.watch)
+    if not paths:
+        print(f"no heartbeats on {args.cluster}; is a flow into it running with emit_heartbeats: true?")
+        return 1
+    print(f"{'PATH':<16} {'TOPIC':<24} {'HOPS':>4} {'LAST HEARTBEAT':>15} {'DELAY':>8}")
+    for path in paths:
+        delay = f"{path.delay_seconds:.2f}s" if path.delay_seconds is not None else "-"
+        print(f"{path.path:<16} {path.topic:<24} {path.hops:>4} {path.age_seconds:>12.2f}s ago {delay:>8}")
+    return 0
+
+
+def _topology(args: argparse.Namespace) -> int:
+    from mirror.client import MirrorClient
+
+    client = MirrorClient.from_config(args.config, args.cluster)
+    upstream = client.upstream_clusters()
+    if not upstream:
+        print(f"no cluster replicates into {args.cluster} (no remote heartbeats topics on it)")
+        return 0
+    print(f"clusters replicating into {args.cluster}:")
+    for alias in upstream:
+        hops = client.replication_hops(alias)
+        print(f"  {alias}  {hops} hop{'s' if hops != 1 else ''}")
+    return 0
+
+
+def _translate_offsets(args: argparse.Namespace) -> int:
+    from mirror.client import MirrorClient
+
+    offsets = MirrorClient.from_config(args.config, args.cluster).translate_offsets(args.source, args.group)
+    if not offsets:
+        print(f"no checkpoints for group {args.group} from {args.source} on {args.cluster}")
+        return 1
+    print(f"{'TOPIC':<40} {'PARTITION':>9} {'OFFSET':>12}")
+    for (topic, partition), offset in offsets.items():
+        print(f"{topic:<40} {partition:>9} {offset:>12}")
     return 0
 
 

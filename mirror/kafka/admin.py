@@ -1,11 +1,19 @@
-"""Admin operations on topics, watermarks and the positions group, with errors translated."""
+"""Admin operations on topics, watermarks, consumer groups and ACLs, with errors translated."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -23,6 +31,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from mirror.errors import KafkaClientError
 from mirror.kafka.clients import translate
 from mirror.topics.plan import TopicAcl
 
@@ -215,3 +224,81 @@ def create_topic_acls(admin: AdminClient, acls: Iterable[TopicAcl]) -> None:
             future.result(timeout=TIMEOUT_SECONDS)
     except KafkaException as exc:
         raise translate(exc, "creating topic ACLs") from exc
+
+
+@dataclass(frozen=True)
+class CommittedOffset:
+    offset: int
+    metadata: str
+
+
+def list_group_ids(admin: AdminClient, *, what: str) -> list[str]:
+    """Every consumer group the cluster knows, sorted."""
+    try:
+        result = admin.list_consumer_groups(request_timeout=TIMEOUT_SECONDS).result(timeout=TIMEOUT_SECONDS)
+    except KafkaException as exc:
+        raise translate(exc, f"listing consumer groups of {what}") from exc
+    return sorted(listing.group_id for listing in result.valid or [])
+
+
+def group_offsets(
+    admin: AdminClient, groups: Iterable[str], *, what: str
+) -> dict[str, dict[Partition, CommittedOffset]]:
+    """Committed offsets per group (the API takes one group per request, so they go out together)."""
+    try:
+        futures = {
+            group: admin.list_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(group)], request_timeout=TIMEOUT_SECONDS
+            )[group]
+            for group in groups
+        }
+        answers = {group: future.result(timeout=TIMEOUT_SECONDS) for group, future in futures.items()}
+    except KafkaException as exc:
+        raise translate(exc, f"listing consumer group offsets on {what}") from exc
+    return {
+        group: {
+            (tp.topic, tp.partition): CommittedOffset(tp.offset, tp.metadata or "")
+            for tp in answer.topic_partitions or []
+            if tp.error is None and tp.offset >= 0
+        }
+        for group, answer in answers.items()
+    }
+
+
+def groups_with_members(admin: AdminClient, groups: Iterable[str], *, what: str) -> set[str]:
+    """The groups among `groups` that have members right now (or are rebalancing)."""
+    groups = list(groups)
+    if not groups:
+        return set()
+    try:
+        futures = admin.describe_consumer_groups(groups, request_timeout=TIMEOUT_SECONDS)
+        descriptions = {group: future.result(timeout=TIMEOUT_SECONDS) for group, future in futures.items()}
+    except KafkaException as exc:
+        raise translate(exc, f"describing consumer groups on {what}") from exc
+    idle = {ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD}
+    return {
+        group
+        for group, description in descriptions.items()
+        if description.members or description.state not in idle
+    }
+
+
+def alter_group_offsets(
+    admin: AdminClient, group: str, offsets: Mapping[Partition, int], *, what: str
+) -> None:
+    """Write `offsets` into `group`; the broker refuses (KafkaClientError) if the group has members."""
+    request = ConsumerGroupTopicPartitions(
+        group, [TopicPartition(topic, partition, offset) for (topic, partition), offset in offsets.items()]
+    )
+    try:
+        answer = admin.alter_consumer_group_offsets([request], request_timeout=TIMEOUT_SECONDS)[group].result(
+            timeout=TIMEOUT_SECONDS
+        )
+    except KafkaException as exc:
+        raise translate(exc, f"writing offsets of group {group} on {what}") from exc
+    failed = [tp for tp in answer.topic_partitions or [] if tp.error is not None]
+    if failed:
+        raise KafkaClientError(
+            f"writing offsets of group {group} on {what}: {failed[0].topic}-{failed[0].partition}: "
+            f"{failed[0].error.str()}"
+        )

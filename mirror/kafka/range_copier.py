@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from mirror.errors import (
-    FlowTakenOverError,
     KafkaClientError,
     ProducerFencedError,
     RecordTooLargeError,
@@ -36,6 +34,15 @@ from mirror.kafka.admin import committed_positions
 from mirror.kafka.clients import consumer as new_consumer
 from mirror.kafka.clients import producer as new_producer
 from mirror.kafka.source_offsets import SourcePartition, encode_key, encode_value
+from mirror.kafka.transactions import (
+    AbortableError,
+    RetriableError,
+    call,
+    classify,
+    commit,
+    lease_reader_properties,
+    stop_if_flow_taken_over,
+)
 from mirror.kafka.wire import OffsetSync
 from mirror.replication.offset_syncs import syncs_for_range
 from mirror.replication.plan import SourcePartitionRange
@@ -48,7 +55,6 @@ CONSUME_BATCH = 5000
 POLL_SECONDS = 0.05
 STALL_SECONDS = 60.0
 TRANSACTION_TIMEOUT_MS = "60000"
-_FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 _TOO_LARGE_CODES = {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE}
 _OUT_OF_RANGE_CODES = {KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE}
 
@@ -174,7 +180,7 @@ def _writer(settings: FlowSettings, transactional_id: str) -> _TransactionalWrit
         producer = new_producer(properties)
         if settings.exactly_once:
             # Fences every older producer with this id and finishes or aborts its open transaction.
-            _call(
+            call(
                 lambda: producer.init_transactions(60),
                 f"flow {settings.name}: initialising {transactional_id}",
             )
@@ -190,36 +196,8 @@ def _evict(transactional_id: str) -> None:
         writer.producer.purge(in_queue=True, in_flight=True)
 
 
-def _call(action: Callable[[], Any], doing: str) -> Any:
-    try:
-        return action()
-    except KafkaException as exc:
-        raise _classify(exc, doing) from exc
-
-
-class _AbortableError(Exception):
-    """The transaction must be aborted, then the range retried."""
-
-
-class _RetriableError(Exception):
-    """Try the range again with the same producer."""
-
-
 class _OutOfRangeError(Exception):
     """The source no longer has the range's first offsets: check for truncation, then retry."""
-
-
-def _classify(exc: KafkaException, doing: str) -> Exception:
-    error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
-    if error is None:
-        return KafkaClientError(f"{doing}: {exc}")
-    if error.code() in _FENCED_CODES or error.fatal():
-        return ProducerFencedError(f"{doing}: fenced by a newer producer ({error.str()})")
-    if error.txn_requires_abort():
-        return _AbortableError(f"{doing}: {error.str()}")
-    if error.retriable():
-        return _RetriableError(f"{doing}: {error.str()}")
-    return KafkaClientError(f"{doing}: {error.str()}")
 
 
 def copy_range(settings: FlowSettings, source_range: SourcePartitionRange) -> RangeStats:
@@ -243,11 +221,11 @@ def copy_range(settings: FlowSettings, source_range: SourcePartitionRange) -> Ra
             _stop_if_flow_taken_over(settings)
             last: Exception = exc
             continue  # re-initialising is the remedy; nothing to wait for
-        except _AbortableError as exc:
+        except AbortableError as exc:
             stats.aborted += 1
             _abort(transactional_id)
             last = exc
-        except _RetriableError as exc:
+        except RetriableError as exc:
             _abort(transactional_id)
             last = exc
         except _OutOfRangeError as exc:
@@ -266,19 +244,7 @@ def copy_range(settings: FlowSettings, source_range: SourcePartitionRange) -> Ra
 
 
 def _stop_if_flow_taken_over(settings: FlowSettings) -> None:
-    owner_reader = _cached_consumer(
-        settings,
-        "lease",
-        {**settings.target_consumer, "group.id": settings.lease_group(), "isolation.level": "read_committed"},
-    )
-    (mark,) = _call(
-        lambda: owner_reader.committed([TopicPartition(settings.offsets_topic, 0)], timeout=30),
-        f"flow {settings.name}: reading the flow's owner",
-    )
-    if settings.instance_id and mark.metadata and mark.metadata != settings.instance_id:
-        raise FlowTakenOverError(
-            f"flow {settings.name}: another mirror instance took over this flow; this writer stops"
-        )
+    stop_if_flow_taken_over(settings, _cached_consumer(settings, "lease", lease_reader_properties(settings)))
 
 
 def _abort(transactional_id: str) -> None:
@@ -351,17 +317,17 @@ def _copy_once(
     deliveries.reset(remote_topic)
     position = [TopicPartition(remote_topic, partition, source_range.end)]
     if settings.exactly_once:
-        _call(producer.begin_transaction, f"{where}: beginning a transaction")
+        call(producer.begin_transaction, f"{where}: beginning a transaction")
         # The position is known before copying, and adding it first is a coordinator round trip:
         # a producer fenced since it was cached (P4) finds out now, before doing the work.
         metadata = positions.consumer_group_metadata()
-        _call(
+        call(
             lambda: producer.send_offsets_to_transaction(position, metadata, 60),
             f"{where}: adding the position to the transaction",
         )
 
     copied = _copy_records(job, source, producer, begin)
-    _call(lambda: producer.flush(60), f"{where}: flushing")
+    call(lambda: producer.flush(60), f"{where}: flushing")
     if deliveries.error is not None:
         _raise_delivery_error(job, deliveries, copied.upstream_offsets)
 
@@ -377,10 +343,10 @@ def _copy_once(
     offsets_key = encode_key(SourcePartition(settings.source, job.topic, partition))
     producer.produce(settings.offsets_topic, key=offsets_key, value=encode_value(source_range.end - 1))
     if settings.exactly_once:
-        _commit(producer, where)
+        commit(producer, where)
     else:
-        _call(lambda: producer.flush(60), f"{where}: flushing the position")
-        _call(
+        call(lambda: producer.flush(60), f"{where}: flushing the position")
+        call(
             lambda: positions.commit(offsets=position, asynchronous=False),
             f"{where}: committing the position",
         )
@@ -396,21 +362,9 @@ def _copy_once(
         stats.max_record_age_seconds = max(0.0, time.time() - copied.oldest_timestamp_ms / 1000)
 
 
-def _commit(producer: Producer, where: str) -> None:
-    for _ in range(5):
-        try:
-            producer.commit_transaction(60)
-            return
-        except KafkaException as exc:
-            classified = _classify(exc, f"{where}: committing")
-            if not isinstance(classified, _RetriableError):
-                raise classified from exc
-    raise _AbortableError(f"{where}: commit did not complete after 5 tries")
-
-
 def _check_truncation(job: _RangeJob, source: Consumer, begin: int, stats: RangeStats) -> int:
     settings, topic, partition = job.settings, job.topic, job.partition
-    low, _ = _call(
+    low, _ = call(
         lambda: source.get_watermark_offsets(TopicPartition(topic, partition), timeout=30, cached=False),
         f"{job.where}: reading the source watermarks",
     )
@@ -447,7 +401,7 @@ def _copy_records(job: _RangeJob, source: Consumer, producer: Producer, begin: i
                 if error is not None:
                     if error.code() in _OUT_OF_RANGE_CODES:
                         raise _OutOfRangeError(f"{where}: offset {position} is no longer on the source")
-                    raise _classify(KafkaException(error), f"{where}: consuming")
+                    raise classify(KafkaException(error), f"{where}: consuming")
                 offset = message.offset()
                 if offset >= end:
                     position = end
@@ -471,7 +425,7 @@ def _copy_records(job: _RangeJob, source: Consumer, producer: Producer, begin: i
             if current.offset >= end:
                 break
             if time.monotonic() - last_progress > STALL_SECONDS:
-                raise _RetriableError(f"{where}: no progress at offset {position} for {STALL_SECONDS:g}s")
+                raise RetriableError(f"{where}: no progress at offset {position} for {STALL_SECONDS:g}s")
     finally:
         source.unassign()
     return copied
@@ -507,7 +461,7 @@ def _produce(
                     f"message.max.bytes; raise message.max.bytes in the producer properties of the target "
                     f"cluster and max.message.bytes on {topic}"
                 ) from exc
-            raise _classify(exc, f"{where}: producing") from exc
+            raise classify(exc, f"{where}: producing") from exc
 
 
 def _raise_delivery_error(job: _RangeJob, deliveries: _Deliveries, upstream_offsets: list[int]) -> None:
@@ -522,7 +476,7 @@ def _raise_delivery_error(job: _RangeJob, deliveries: _Deliveries, upstream_offs
             f"max.message.bytes on {job.settings.target}'s {job.remote_topic} and the producer's "
             "message.max.bytes"
         )
-    raise _classify(KafkaException(error), f"{job.where}: delivering to {job.remote_topic}")
+    raise classify(KafkaException(error), f"{job.where}: delivering to {job.remote_topic}")
 
 
 def _produce_syncs(producer: Producer, settings: FlowSettings, syncs: list[OffsetSync]) -> None:

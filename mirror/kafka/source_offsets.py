@@ -1,4 +1,4 @@
-"""Connect source-offset records as MM2's MirrorSourceConnector stores them (MM2.md 1.5).
+"""Connect source-offset records as MM2's connectors store them (MM2.md 1.3, 1.4, 1.5).
 
 key   = ["MirrorSourceConnector",{"cluster":"A","partition":3,"topic":"orders"}]
 value = {"offset":1234}      (the last upstream offset replicated; resume at offset + 1)
@@ -17,6 +17,10 @@ from typing import Any
 from mirror.errors import WireFormatError
 
 CONNECTOR_NAME = "MirrorSourceConnector"
+CHECKPOINT_CONNECTOR_NAME = "MirrorCheckpointConnector"
+HEARTBEAT_CONNECTOR_NAME = "MirrorHeartbeatConnector"
+# The checkpoint and heartbeat connectors always store this offset (KIP-875 accepts only 0).
+FIXED_OFFSET = 0
 _COMPACT = (",", ":")
 
 
@@ -32,6 +36,21 @@ class SourcePartition:
 def encode_key(source: SourcePartition, connector: str = CONNECTOR_NAME) -> bytes:
     partition_map = {"cluster": source.cluster, "partition": source.partition, "topic": source.topic}
     return json.dumps([connector, partition_map], separators=_COMPACT, ensure_ascii=False).encode("utf-8")
+
+
+def encode_checkpoint_key(group: str, topic: str, partition: int) -> bytes:
+    """MirrorCheckpointConnector's source partition; the field order is Java HashMap's for these keys."""
+    partition_map = {"partition": partition, "topic": topic, "group": group}
+    return json.dumps(
+        [CHECKPOINT_CONNECTOR_NAME, partition_map], separators=_COMPACT, ensure_ascii=False
+    ).encode("utf-8")
+
+
+def encode_heartbeat_key(source_alias: str, target_alias: str) -> bytes:
+    partition_map = {"sourceClusterAlias": source_alias, "targetClusterAlias": target_alias}
+    return json.dumps(
+        [HEARTBEAT_CONNECTOR_NAME, partition_map], separators=_COMPACT, ensure_ascii=False
+    ).encode("utf-8")
 
 
 def encode_value(last_replicated_offset: int) -> bytes:

@@ -7,6 +7,12 @@ from mirror.policy.replication_policy import (
     ReplicationPolicy,
     make_policy,
 )
+from mirror.policy.topology import (
+    remote_heartbeat_topics,
+    replication_hops,
+    replication_path,
+    upstream_clusters,
+)
 
 __all__ = [
     "DefaultReplicationPolicy",
@@ -15,5 +21,9 @@ __all__ = [
     "ReplicationPolicy",
     "TopicFilter",
     "make_policy",
+    "remote_heartbeat_topics",
+    "replication_hops",
+    "replication_path",
     "should_replicate_topic",
+    "upstream_clusters",
 ]

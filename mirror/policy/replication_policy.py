@@ -49,6 +49,20 @@ class ReplicationPolicy:
             return topic
         return self.original_topic(upstream)
 
+    def source_chain(self, topic: str) -> list[str]:
+        """The clusters `topic` came through, nearest first: `A.C.heartbeats` -> [A, C].
+
+        Stops at a repeated alias, as MirrorClient does for policies that cannot prevent cycles.
+        """
+        chain: list[str] = []
+        current: str | None = topic
+        source = self.topic_source(topic)
+        while current is not None and source is not None and source not in chain:
+            chain.append(source)
+            current = self.upstream_topic(current)
+            source = self.topic_source(current) if current is not None else None
+        return chain
+
     def heartbeats_topic(self) -> str:
         return HEARTBEATS_TOPIC
 

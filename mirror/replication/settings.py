@@ -11,7 +11,7 @@ import json
 from dataclasses import asdict, dataclass, field
 
 from mirror.config.models import FlowConfig, MirrorConfig
-from mirror.policy import ReplicationPolicy, TopicFilter, make_policy
+from mirror.policy import GroupFilter, ReplicationPolicy, TopicFilter, make_policy
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,16 @@ class FlowSettings:
     on_source_truncation: str = "continue"
     # Which `mirror run` this is; the lease records its owner so fenced tasks of another run stop.
     instance_id: str = ""
+    groups: list[str] = field(default_factory=list)
+    groups_exclude: list[str] = field(default_factory=list)
+    emit_checkpoints: bool = True
+    refresh_groups_interval_seconds: float = 10.0
+    sync_group_offsets: bool = True
+    sync_group_offsets_interval_seconds: float = 5.0
+    emit_heartbeats: bool = True
+    # Also write heartbeats `target->source` into the source, which this flow then carries back
+    # as `<source>.heartbeats` (MM2's reverse herder); off when a flow target->source does it.
+    reverse_heartbeats: bool = True
 
     @property
     def name(self) -> str:
@@ -85,6 +95,34 @@ class FlowSettings:
         """Held by the one `mirror run` instance that owns this flow."""
         return f"mirror-{self.source}-{self.target}-instance"
 
+    def group_filter(self) -> GroupFilter:
+        return GroupFilter(self.groups, self.groups_exclude)
+
+    def checkpoints_topic(self) -> str:
+        return self.policy().checkpoints_topic(self.source)
+
+    def checkpoint_topic_name(self, topic: str) -> str:
+        """The topic a checkpoint of `topic` names: its copy on the target (MM2's renameTopicPartition)."""
+        policy = self.policy()
+        if policy.topic_source(topic) == self.target:
+            return policy.original_topic(topic)  # `B.x` on A, checkpointed back on B, is `x`
+        return self.remote_topic(topic)
+
+    def checkpoint_offsets_topic(self) -> str:
+        """The checkpoint component's own offsets topic on the target (KIP-618 offsets.storage.topic)."""
+        return f"mm2-checkpoint-offsets.{self.source}.internal"
+
+    def checkpoint_transactional_id(self) -> str:
+        return f"mirror-{self.source}-{self.target}-checkpoints"
+
+    def heartbeat_offsets_topic(self, source: str) -> str:
+        """The heartbeat component's offsets topic on the cluster the heartbeats `source->...` go to."""
+        return f"mm2-heartbeat-offsets.{source}.internal"
+
+    def heartbeat_transactional_id(self, source: str, target: str) -> str:
+        # Named after the pair, not the flow: flow B->A's own heartbeats take over this id.
+        return f"mirror-{source}-{target}-heartbeats"
+
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
 
@@ -96,6 +134,7 @@ class FlowSettings:
 def flow_settings(
     config: MirrorConfig, source: str, target: str, flow: FlowConfig, *, instance_id: str = ""
 ) -> FlowSettings:
+    reverse = next((f for s, t, f in config.flow_endpoints() if (s, t) == (target, source)), None)
     source_cluster, target_cluster = config.clusters[source], config.clusters[target]
     location = flow.offset_syncs_topic_location or ("target" if flow.exactly_once else "source")
     return FlowSettings(
@@ -124,4 +163,17 @@ def flow_settings(
         config_properties_exclude=list(flow.config_properties_exclude),
         on_source_truncation=flow.on_source_truncation,
         instance_id=instance_id,
+        groups=list(flow.groups),
+        groups_exclude=list(flow.groups_exclude),
+        emit_checkpoints=flow.emit_checkpoints,
+        refresh_groups_interval_seconds=(
+            flow.refresh_groups_interval_seconds if flow.refresh_groups else float("inf")
+        ),
+        sync_group_offsets=flow.sync_group_offsets,
+        sync_group_offsets_interval_seconds=flow.sync_group_offsets_interval_seconds,
+        emit_heartbeats=flow.emit_heartbeats,
+        # A flow target->source that is enabled emits these itself; one configured with
+        # emit_heartbeats: false asks for none (MM2 reads that pair's setting the same way).
+        reverse_heartbeats=flow.emit_heartbeats
+        and (reverse is None or (not reverse.enabled and reverse.emit_heartbeats)),
     )

@@ -1,4 +1,7 @@
-"""`mirror run`: prepare every enabled flow, run its source query, report progress, stop cleanly.
+"""`mirror run`: prepare every enabled flow, run its queries, report progress, stop cleanly.
+
+Per flow, three streaming queries: source (copies records), checkpoint (translates group
+offsets), heartbeat (emits and watches heartbeats). Each restarts on its own after a failure.
 
 Driver only. Order at start, per flow: reach both clusters, create internal and remote topics,
 take the flow's positions from its offsets topic, take the flow's lease (fencing an older
@@ -22,6 +25,7 @@ from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import CollectorRegistry
+from py4j.protocol import Py4JError
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
@@ -31,9 +35,10 @@ from mirror.kafka.clients import wait_until_reachable
 from mirror.kafka.fencing import fence_previous_writers
 from mirror.kafka.lease import FlowLease
 from mirror.kafka.positions import reconcile_positions
-from mirror.metrics import SourceMetrics, serve
+from mirror.metrics import CheckpointMetrics, HeartbeatMetrics, SourceMetrics, serve
 from mirror.replication.job import start_source_query
 from mirror.replication.plan import parse_position_key
+from mirror.replication.rounds import start_checkpoint_query, start_heartbeat_query
 from mirror.replication.settings import FlowSettings, flow_settings
 from mirror.spark.session import build_session
 from mirror.topics.sync import TopicSync
@@ -86,6 +91,17 @@ class FlowProgress:
 
 
 @dataclass
+class _Component:
+    """One of a flow's streaming queries (source, checkpoint, heartbeat) and its restart state."""
+
+    name: str
+    start: Callable[[], StreamingQuery]
+    query: StreamingQuery | None = None
+    restarts: int = 0
+    restart_at: float | None = None
+
+
+@dataclass
 class _Flow:
     settings: FlowSettings
     config: FlowConfig
@@ -93,9 +109,15 @@ class _Flow:
     lease: FlowLease
     stop_file: Path
     progress: FlowProgress = field(default_factory=FlowProgress)
-    query: StreamingQuery | None = None
-    restarts: int = 0
-    restart_at: float | None = None
+    components: list[_Component] = field(default_factory=list)
+    # Groups last seen with members on the target, reported once when they become so.
+    active_groups: set[str] = field(default_factory=set)
+    checkpointed_groups: int = 0
+
+    @property
+    def query(self) -> StreamingQuery | None:
+        """The source query (progress and lag come from it)."""
+        return self.components[0].query if self.components else None
 
 
 class Supervisor:
@@ -112,6 +134,8 @@ class Supervisor:
         self._state_dir = Path(config.spark.checkpoint_dir)
         self.registry = CollectorRegistry()
         self._metrics = SourceMetrics(self.registry)
+        self._checkpoint_metrics = CheckpointMetrics(self.registry)
+        self._heartbeat_metrics = HeartbeatMetrics(self.registry)
 
     def request_stop(self, *_: Any) -> None:
         self._stop.set()
@@ -162,19 +186,81 @@ class Supervisor:
         for flow in self._flows:
             if self._stop.is_set():
                 return
-            self._start_query(flow)
+            flow.components = self._components(flow)
+            for component in flow.components:
+                self._start_component(component)
             self._schedule(scheduler, flow)
         scheduler.start()
 
-    def _start_query(self, flow: _Flow) -> None:
+    def _components(self, flow: _Flow) -> list[_Component]:
+        spark = self._spark
+        assert spark is not None, "the Spark session starts before any query"  # noqa: S101
+        settings, config = flow.settings, flow.config
+        state = self._state_dir / _flow_dir(settings)
+        components = [
+            _Component(
+                "source",
+                lambda: start_source_query(
+                    spark,
+                    settings,
+                    state / "source",
+                    flow.stop_file,
+                    _recorder(flow.progress, self._metrics),
+                ),
+            )
+        ]
+        if config.emit_checkpoints:
+            components.append(
+                _Component(
+                    "checkpoint",
+                    lambda: start_checkpoint_query(
+                        spark,
+                        settings,
+                        interval_seconds=config.emit_checkpoints_interval_seconds,
+                        checkpoint_dir=state / "checkpoint",
+                        stop_file=flow.stop_file,
+                        on_round=lambda _s, rows: self._on_checkpoint_round(flow, rows),
+                    ),
+                )
+            )
+        if settings.emit_heartbeats or settings.reverse_heartbeats:
+            components.append(
+                _Component(
+                    "heartbeat",
+                    lambda: start_heartbeat_query(
+                        spark,
+                        settings,
+                        interval_seconds=config.emit_heartbeats_interval_seconds,
+                        checkpoint_dir=state / "heartbeat",
+                        stop_file=flow.stop_file,
+                        on_round=lambda _s, rows: self._heartbeat_metrics.record_round(rows),
+                    ),
+                )
+            )
+        return components
+
+    def _start_component(self, component: _Component) -> None:
         assert self._spark is not None, "the Spark session starts before any query"  # noqa: S101
-        flow.query = start_source_query(
-            self._spark,
-            flow.settings,
-            self._state_dir / _flow_dir(flow.settings) / "source",
-            flow.stop_file,
-            _recorder(flow.progress, self._metrics),
-        )
+        # Each component gets its own fair-share pool, so a heartbeat never queues behind a
+        # source batch's copy tasks for longer than one task.
+        self._spark.sparkContext.setLocalProperty("spark.scheduler.pool", component.name)
+        component.query = component.start()
+
+    def _on_checkpoint_round(self, flow: _Flow, rows: list[dict[str, Any]]) -> None:
+        self._checkpoint_metrics.record_round(flow.settings.name, rows)
+        flow.checkpointed_groups = len({row["group"] for row in rows if row["kind"] == "checkpoint"})
+        outcomes = {row["group"]: row["outcome"] for row in rows if row["kind"] == "group"}
+        for group, outcome in sorted(outcomes.items()):
+            if outcome == "active" and group not in flow.active_groups:
+                flow.active_groups.add(group)
+                self._out(
+                    f"flow {flow.settings.name}: group {group} has members on {flow.settings.target}; "
+                    "its offsets there are left alone until it is empty"
+                )
+            elif outcome != "active" and group in flow.active_groups:
+                flow.active_groups.discard(group)
+                if outcome == "synced":
+                    self._out(f"flow {flow.settings.name}: group {group} is empty again and now synced")
 
     def _reach_clusters(self, settings: list[FlowSettings]) -> None:
         aliases = dict.fromkeys(alias for s in settings for alias in (s.source, s.target))
@@ -247,7 +333,8 @@ class Supervisor:
         next_report = time.monotonic() + PROGRESS_SECONDS
         while not self._stop.wait(0.5):
             for flow in self._flows:
-                self._check_query(flow)
+                for component in flow.components:
+                    self._check_component(flow, component)
             if time.monotonic() >= next_report:
                 next_report += PROGRESS_SECONDS
                 for flow in self._flows:
@@ -256,15 +343,15 @@ class Supervisor:
                     except Exception:
                         log.warning("flow %s: progress report failed", flow.settings.name, exc_info=True)
 
-    def _check_query(self, flow: _Flow) -> None:
-        if flow.restart_at is not None:
-            if time.monotonic() >= flow.restart_at:
-                flow.restart_at = None
-                self._start_query(flow)
+    def _check_component(self, flow: _Flow, component: _Component) -> None:
+        if component.restart_at is not None:
+            if time.monotonic() >= component.restart_at:
+                component.restart_at = None
+                self._start_component(component)
             return
-        if flow.query is None or flow.query.isActive:
+        if component.query is None or component.query.isActive:
             return
-        kind, error = _query_error(flow.settings, flow.query)
+        kind, error = _query_error(flow.settings, component.query)
         self._metrics.errors.labels(flow.settings.name, kind).inc()
         if kind == "FlowTakenOverError":
             self._fail(FlowTakenOverError(str(error)))
@@ -272,11 +359,11 @@ class Supervisor:
         if kind in _USER_ERRORS:
             self._fail(error)
             return
-        delay = RESTART_BACKOFF_SECONDS[min(flow.restarts, len(RESTART_BACKOFF_SECONDS) - 1)]
-        flow.restarts += 1
-        flow.restart_at = time.monotonic() + delay
-        # Safe: what was committed is on the target, and the restarted query skips it.
-        self._out(f"{error}; restarting the flow in {delay:g}s")
+        delay = RESTART_BACKOFF_SECONDS[min(component.restarts, len(RESTART_BACKOFF_SECONDS) - 1)]
+        component.restarts += 1
+        component.restart_at = time.monotonic() + delay
+        # Safe: what was committed is on the target, and the restarted query starts from there.
+        self._out(f"{error}; restarting the {component.name} component in {delay:g}s")
 
     def _report(self, flow: _Flow) -> None:
         records_per_second, bytes_per_second = flow.progress.take_rates()
@@ -290,9 +377,11 @@ class Supervisor:
             if silent > UNANSWERED_SECONDS
             else ""
         )
+        groups = f", {flow.checkpointed_groups} groups checkpointed" if flow.checkpointed_groups else ""
         self._out(
             f"flow {flow.settings.name}: {records_per_second:,.0f} records/s, "
-            f"{bytes_per_second / 1e6:,.2f} MB/s, lag {lag_text}, {flow.progress.records:,} copied{health}"
+            f"{bytes_per_second / 1e6:,.2f} MB/s, lag {lag_text}, {flow.progress.records:,} copied"
+            f"{groups}{health}"
         )
 
     def _shutdown(self, scheduler: BackgroundScheduler) -> None:
@@ -302,18 +391,27 @@ class Supervisor:
             flow.stop_file.touch()
         deadline = time.monotonic() + DRAIN_SECONDS
         for flow in self._flows:
-            query = flow.query
-            # The planner now plans nothing; wait for the batch in flight so its transactions commit.
-            while query is not None and query.isActive and time.monotonic() < deadline:
-                status = query.status
-                if not status["isTriggerActive"] and not status["isDataAvailable"]:
-                    break
-                time.sleep(0.1)
-            if query is not None and query.isActive:
-                query.stop()
+            for component in flow.components:
+                try:
+                    _drain(component.query, deadline)
+                except Py4JError:
+                    # The JVM went first (a signal to the whole process group): nothing left to stop,
+                    # and what it had in flight is aborted or fenced by the next run.
+                    log.info("flow %s: %s query already gone", flow.settings.name, component.name)
             flow.lease.close()
             flow.stop_file.unlink(missing_ok=True)
         log.info("stopped")
+
+
+def _drain(query: StreamingQuery | None, deadline: float) -> None:
+    """Nothing new is planned now; wait for the batch in flight so its transactions commit, then stop."""
+    while query is not None and query.isActive and time.monotonic() < deadline:
+        status = query.status
+        if not status["isTriggerActive"] and not status["isDataAvailable"]:
+            break
+        time.sleep(0.1)
+    if query is not None and query.isActive:
+        query.stop()
 
 
 def _recorder(

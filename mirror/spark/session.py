@@ -11,6 +11,7 @@ from pyspark.sql import SparkSession
 
 from mirror.config.models import SparkConfig
 from mirror.spark.source import MirrorSource
+from mirror.spark.ticks import TickSource
 
 # Retries per task in local mode (local[N,F]): a failed range retries inside its batch.
 LOCAL_TASK_ATTEMPTS = 4
@@ -41,6 +42,9 @@ def build_session(config: SparkConfig) -> SparkSession:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.python.worker.reuse", "true")
+        # Fair shares between the per-component pools the supervisor assigns (source, checkpoint,
+        # heartbeat), so small rounds are not queued behind a large copy batch.
+        .config("spark.scheduler.mode", "FAIR")
         .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j}")
         .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j}")
     )
@@ -49,4 +53,5 @@ def build_session(config: SparkConfig) -> SparkSession:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(MirrorSource)
+    spark.dataSource.register(TickSource)
     return spark

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from confluent_kafka.admin import AdminClient
+
 from mirror.kafka.admin import (
     add_partitions,
     alter_topic_configs,
@@ -62,6 +64,33 @@ class TopicSync:
             config=compact,
         ):
             log.info("flow %s: created offset-syncs topic %s", s.name, s.offset_syncs_topic())
+        # MM2's single-partition compacted topics, and each component's own offsets topic.
+        wanted: list[tuple[AdminClient, str, str, int]] = []
+        if s.emit_checkpoints:
+            wanted += [
+                (self._target_admin, s.target, s.checkpoints_topic(), 1),
+                (self._target_admin, s.target, s.checkpoint_offsets_topic(), OFFSETS_TOPIC_PARTITIONS),
+            ]
+        heartbeats = s.policy().heartbeats_topic()
+        if s.emit_heartbeats:
+            wanted += [
+                (self._target_admin, s.target, heartbeats, 1),
+                (self._target_admin, s.target, s.heartbeat_offsets_topic(s.source), 1),
+            ]
+        if s.reverse_heartbeats:
+            wanted += [
+                (self._source_admin, s.source, heartbeats, 1),
+                (self._source_admin, s.source, s.heartbeat_offsets_topic(s.target), 1),
+            ]
+        for admin, cluster, topic, partitions in wanted:
+            if create_topic(
+                admin,
+                topic,
+                partitions=partitions,
+                replication_factor=s.internal_replication_factor,
+                config=compact,
+            ):
+                log.info("flow %s: created %s on %s", s.name, topic, cluster)
 
     def sync(self) -> SyncResult:
         s = self._settings

@@ -1,0 +1,171 @@
+"""MirrorClient: topology, heartbeats and translated offsets of one cluster, from its topics alone.
+
+Everything here reads what the checkpoint and heartbeat components (ours or MM2's) wrote on the
+cluster, so it works during an outage of the other cluster, which is when runbooks need it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from mirror.config import load_config
+from mirror.config.models import MirrorConfig
+from mirror.errors import ConfigError, KafkaClientError, WireFormatError
+from mirror.kafka.admin import list_topics
+from mirror.kafka.clients import admin_client
+from mirror.kafka.tail import PartitionTail
+from mirror.kafka.wire import Checkpoint, Heartbeat
+from mirror.policy import (
+    ReplicationPolicy,
+    make_policy,
+    remote_heartbeat_topics,
+    replication_hops,
+    replication_path,
+    upstream_clusters,
+)
+
+Partition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class HeartbeatPath:
+    """The newest heartbeat on one heartbeats topic of the cluster."""
+
+    topic: str
+    path: str  # "A->B": where the heartbeats came from, through which clusters
+    hops: int  # 0 for the cluster's own `heartbeats` topic
+    source: str  # the pair the heartbeat names
+    target: str
+    age_seconds: float  # now minus the newest heartbeat's timestamp
+    # Arrival time minus emission time of a heartbeat seen arriving while watching; None if none came.
+    delay_seconds: float | None
+
+
+class MirrorClient:
+    def __init__(
+        self, alias: str, properties: Mapping[str, str], policy: ReplicationPolicy | None = None
+    ) -> None:
+        self.alias = alias
+        self._properties = dict(properties)
+        self._policy = policy or make_policy("default", source_alias=None)
+        self._admin = admin_client(self._properties)
+
+    @classmethod
+    def from_config(cls, config: MirrorConfig | str | Path, alias: str) -> MirrorClient:
+        """A client for cluster `alias` of an mm2.yaml, with the flows' replication policy."""
+        loaded = config if isinstance(config, MirrorConfig) else load_config(Path(config))
+        cluster = loaded.clusters.get(alias)
+        if cluster is None:
+            known = ", ".join(sorted(loaded.clusters)) or "none"
+            raise ConfigError([f"cluster {alias!r} is not defined in the configuration (defined: {known})"])
+        flows = [flow for _, target, flow in loaded.flow_endpoints() if target == alias]
+        policy = None
+        if flows:
+            flow = flows[0]
+            source = next(s for s, t, _ in loaded.flow_endpoints() if t == alias)
+            policy = make_policy(
+                flow.replication_policy,
+                source_alias=source,
+                separator=flow.replication_policy_separator,
+                internal_topic_separator_enabled=flow.replication_policy_internal_topic_separator_enabled,
+            )
+        return cls(alias, cluster.client_properties("consumer"), policy)
+
+    def _topics(self) -> list[str]:
+        return sorted(list_topics(self._admin, what=f"cluster {self.alias}"))
+
+    def upstream_clusters(self) -> list[str]:
+        return upstream_clusters(self._topics(), self._policy)
+
+    def replication_hops(self, upstream: str) -> int:
+        return replication_hops(self._topics(), self._policy, upstream)
+
+    def heartbeats(self, *, watch_seconds: float = 3.0) -> list[HeartbeatPath]:
+        """The newest heartbeat per heartbeats topic; watches `watch_seconds` to time arrivals."""
+        topics = self._topics()
+        local = self._policy.heartbeats_topic()
+        names = ([local] if local in topics else []) + remote_heartbeat_topics(topics, self._policy)
+        tails = {topic: PartitionTail(self._properties, topic) for topic in names}
+        newest: dict[str, Heartbeat] = {}
+        delays: dict[str, float] = {}
+        try:
+            for topic, tail in tails.items():
+                for heartbeat in _heartbeats(tail):
+                    newest[topic] = _newer(newest.get(topic), heartbeat)
+            deadline = time.monotonic() + watch_seconds
+            while time.monotonic() < deadline and tails:
+                time.sleep(0.2)
+                for topic, tail in tails.items():
+                    for heartbeat in _heartbeats(tail, timeout_seconds=10):
+                        delays[topic] = max(0.0, time.time() - heartbeat.timestamp_ms / 1000)
+                        newest[topic] = _newer(newest.get(topic), heartbeat)
+        finally:
+            for tail in tails.values():
+                tail.close()
+        now = time.time()
+        paths = []
+        for topic, heartbeat in sorted(newest.items()):
+            chain = self._policy.source_chain(topic)
+            path = replication_path(chain, self.alias) if chain else f"{heartbeat.source_alias}->{self.alias}"
+            paths.append(
+                HeartbeatPath(
+                    topic,
+                    path,
+                    len(chain),
+                    heartbeat.source_alias,
+                    heartbeat.target_alias,
+                    max(0.0, now - heartbeat.timestamp_ms / 1000),
+                    delays.get(topic),
+                )
+            )
+        return paths
+
+    def translate_offsets(self, source: str, group: str) -> dict[Partition, int]:
+        """Group `group`'s offsets from cluster `source`, translated to this cluster's remote topics.
+
+        RemoteClusterUtils.translateOffsets: the newest checkpoint per partition of the group
+        in `<source>.checkpoints.internal`.
+        """
+        topic = self._policy.checkpoints_topic(source)
+        if topic not in self._topics():
+            raise KafkaClientError(
+                f"cluster {self.alias} has no {topic}; is a flow {source}->{self.alias} running with "
+                "emit_checkpoints: true?"
+            )
+        tail = PartitionTail(self._properties, topic)
+        offsets: dict[Partition, int] = {}
+        try:
+            for record in tail.catch_up():
+                try:
+                    checkpoint = Checkpoint.decode(record.key, record.value)
+                except WireFormatError:
+                    continue  # RemoteClusterUtils skips what it cannot parse, too
+                if checkpoint.group == group:
+                    offsets[(checkpoint.topic, checkpoint.partition)] = checkpoint.downstream_offset
+        finally:
+            tail.close()
+        return dict(sorted(offsets.items()))
+
+
+def translate_offsets(
+    config: MirrorConfig | str | Path, cluster: str, source: str, group: str
+) -> dict[Partition, int]:
+    """`group`'s offsets from cluster `source` translated for cluster `cluster` of an mm2.yaml."""
+    return MirrorClient.from_config(config, cluster).translate_offsets(source, group)
+
+
+def _heartbeats(tail: PartitionTail, *, timeout_seconds: float = 60.0) -> list[Heartbeat]:
+    beats = []
+    for record in tail.catch_up(timeout_seconds=timeout_seconds):
+        try:
+            beats.append(Heartbeat.decode(record.key, record.value))
+        except WireFormatError:
+            continue
+    return beats
+
+
+def _newer(current: Heartbeat | None, candidate: Heartbeat) -> Heartbeat:
+    return candidate if current is None or candidate.timestamp_ms >= current.timestamp_ms else current

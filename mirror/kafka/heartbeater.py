@@ -1,0 +1,227 @@
+"""The heartbeat component's round: emit heartbeats, and watch the remote heartbeats that arrive.
+
+Runs on Spark executors, one round per micro-batch of the flow's heartbeat query. Flow A->B
+writes Heartbeat(A, B) into B's `heartbeats`, and, as MM2's reverse herder does, Heartbeat(B, A)
+into A's `heartbeats`, which the flow then copies into B as `A.heartbeats`. Each write is one
+transaction with the component's own offsets record on that cluster.
+
+It also reads every remote heartbeats topic on the target (`A.heartbeats`, `C.A.heartbeats`...):
+the newest heartbeat per replication path is how old the data arriving on that path can be.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
+
+from mirror.errors import KafkaClientError, MirrorError, ProducerFencedError, WireFormatError
+from mirror.kafka.admin import list_topics
+from mirror.kafka.clients import admin_client, consumer, producer
+from mirror.kafka.source_offsets import FIXED_OFFSET, encode_heartbeat_key, encode_value
+from mirror.kafka.tail import PartitionTail
+from mirror.kafka.transactions import (
+    AbortableError,
+    RetriableError,
+    abort_quietly,
+    call,
+    commit,
+    lease_reader_properties,
+    stop_if_flow_taken_over,
+)
+from mirror.kafka.wire import Heartbeat
+from mirror.policy import remote_heartbeat_topics, replication_path
+from mirror.replication.settings import FlowSettings
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 4
+TRANSACTION_TIMEOUT_MS = "30000"
+TOPICS_REFRESH_SECONDS = 10.0
+
+
+@dataclass
+class HeartbeatRow:
+    """A heartbeat this round emitted (kind "emitted") or the newest one seen on a path ("seen")."""
+
+    kind: str
+    source: str
+    target: str
+    timestamp_ms: int
+    # Seen rows: the remote heartbeats topic, the path it came along, when the round first saw it.
+    topic: str = ""
+    path: str = ""
+    seen_ms: int = 0
+
+
+@dataclass
+class _Emitter:
+    """Writes Heartbeat(source, target) into `target`."""
+
+    source: str
+    target: str
+    properties: dict[str, str]
+    producer: Producer | None = None
+
+
+@dataclass
+class _Watch:
+    """The newest heartbeat per remote heartbeats topic on the target, and when it was first seen."""
+
+    tails: dict[str, PartitionTail] = field(default_factory=dict)
+    newest: dict[str, tuple[Heartbeat, int]] = field(default_factory=dict)
+    topics_listed_at: float = -1e18
+
+
+_EMITTERS: dict[tuple[str, str], _Emitter] = {}
+_WATCHES: dict[str, _Watch] = {}
+_ADMINS: dict[str, AdminClient] = {}
+_LEASE_READERS: dict[str, Consumer] = {}
+
+
+def run_heartbeat_round(settings: FlowSettings) -> list[HeartbeatRow]:
+    rows: list[HeartbeatRow] = []
+    if settings.emit_heartbeats:
+        rows.append(_emit(settings, settings.source, settings.target, settings.target_producer))
+    if settings.reverse_heartbeats:
+        rows.append(_emit(settings, settings.target, settings.source, settings.source_producer))
+    rows += _watch(settings)
+    return rows
+
+
+def _emit(settings: FlowSettings, source: str, target: str, properties: dict[str, str]) -> HeartbeatRow:
+    last: Exception | None = None
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        emitter = _EMITTERS.get((source, target))
+        if emitter is None:
+            emitter = _EMITTERS[(source, target)] = _Emitter(source, target, properties)
+        try:
+            timestamp_ms = int(time.time() * 1000)
+            _write(settings, emitter, Heartbeat(source, target, timestamp_ms))
+            return HeartbeatRow("emitted", source, target, timestamp_ms)
+        except ProducerFencedError as exc:
+            _drop(emitter)
+            _stop_if_flow_taken_over(settings)
+            last = exc
+            continue
+        except (AbortableError, RetriableError) as exc:
+            if emitter.producer is not None and not abort_quietly(emitter.producer):
+                _drop(emitter)
+            last = exc
+        except MirrorError:
+            _drop(emitter)
+            raise
+        time.sleep(min(0.2 * attempt, 1.0))
+    raise KafkaClientError(
+        f"flow {settings.name}: heartbeat {source}->{target} failed {MAX_ATTEMPTS} times; last error: {last}"
+    )
+
+
+def _write(settings: FlowSettings, emitter: _Emitter, heartbeat: Heartbeat) -> None:
+    where = f"flow {settings.name}: heartbeat {emitter.source}->{emitter.target}"
+    if emitter.producer is None:
+        properties = {**emitter.properties}
+        if settings.exactly_once:
+            properties["transactional.id"] = settings.heartbeat_transactional_id(
+                emitter.source, emitter.target
+            )
+            properties.setdefault("transaction.timeout.ms", TRANSACTION_TIMEOUT_MS)
+        else:
+            properties["enable.idempotence"] = "true"
+        writer = producer(properties)
+        if settings.exactly_once:
+            call(lambda: writer.init_transactions(60), f"{where}: initialising its writer")
+        emitter.producer = writer
+    writer = emitter.producer
+    if settings.exactly_once:
+        call(writer.begin_transaction, f"{where}: beginning a transaction")
+    try:
+        call(
+            lambda: writer.produce(
+                settings.policy().heartbeats_topic(),
+                key=heartbeat.key(),
+                value=heartbeat.value(),
+                partition=0,
+                timestamp=heartbeat.timestamp_ms,
+            ),
+            f"{where}: producing",
+        )
+        call(
+            lambda: writer.produce(
+                settings.heartbeat_offsets_topic(emitter.source),
+                key=encode_heartbeat_key(emitter.source, emitter.target),
+                value=encode_value(FIXED_OFFSET),
+            ),
+            f"{where}: producing its offset",
+        )
+        if settings.exactly_once:
+            commit(writer, where)
+        elif writer.flush(30):
+            raise RetriableError(f"{where}: not delivered within 30s")
+    except BaseException:
+        if settings.exactly_once:
+            abort_quietly(writer)
+        raise
+
+
+def _drop(emitter: _Emitter) -> None:
+    _EMITTERS.pop((emitter.source, emitter.target), None)
+    if emitter.producer is not None:
+        emitter.producer.purge(in_queue=True, in_flight=True)
+
+
+def _stop_if_flow_taken_over(settings: FlowSettings) -> None:
+    reader = _LEASE_READERS.get(settings.name)
+    if reader is None:
+        reader = _LEASE_READERS[settings.name] = consumer(lease_reader_properties(settings))
+    stop_if_flow_taken_over(settings, reader)
+
+
+def _watch(settings: FlowSettings) -> list[HeartbeatRow]:
+    """The newest heartbeat of each remote heartbeats topic on the target, and when it arrived."""
+    watch = _WATCHES.setdefault(settings.name, _Watch())
+    policy = settings.policy()
+    try:
+        if time.monotonic() - watch.topics_listed_at >= TOPICS_REFRESH_SECONDS:
+            admin = _ADMINS.get(settings.name)
+            if admin is None:
+                admin = _ADMINS[settings.name] = admin_client(settings.target_admin)
+            topics = list_topics(admin, what=f"target cluster {settings.target}")
+            for topic in remote_heartbeat_topics(topics, policy):
+                if topic not in watch.tails:
+                    watch.tails[topic] = PartitionTail(settings.target_consumer, topic)
+            watch.topics_listed_at = time.monotonic()
+        for topic, tail in watch.tails.items():
+            for record in tail.catch_up(timeout_seconds=10):
+                try:
+                    heartbeat = Heartbeat.decode(record.key, record.value)
+                except WireFormatError as exc:
+                    log.warning("flow %s: skipping a record of %s: %s", settings.name, topic, exc)
+                    continue
+                newest = watch.newest.get(topic)
+                if newest is None or heartbeat.timestamp_ms > newest[0].timestamp_ms:
+                    watch.newest[topic] = (heartbeat, int(time.time() * 1000))
+    except MirrorError as exc:
+        # Watching is reporting only; emitting heartbeats must not stop because of it.
+        log.warning(
+            "flow %s: reading remote heartbeats on %s failed: %s", settings.name, settings.target, exc
+        )
+        for tail in watch.tails.values():
+            tail.close()
+        _WATCHES.pop(settings.name, None)
+        return []
+    return [
+        HeartbeatRow(
+            "seen",
+            heartbeat.source_alias,
+            heartbeat.target_alias,
+            heartbeat.timestamp_ms,
+            topic=topic,
+            path=replication_path(policy.source_chain(topic), settings.target),
+            seen_ms=seen_ms,
+        )
+        for topic, (heartbeat, seen_ms) in sorted(watch.newest.items())
+    ]

@@ -1,0 +1,83 @@
+"""Follow one partition of a compacted internal topic, read_committed, catching up on demand.
+
+The checkpoint and heartbeat components keep their state in Kafka topics (offset syncs,
+checkpoints, heartbeats) and re-read what is new before each decision. catch_up() takes the high
+watermark first and reads read_committed until its position passes it: then every transaction
+that was open when it was called has ended, so nothing committed before the call is missed
+(the KIP-618 read-to-end rule, see offsets_store).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
+
+from mirror.errors import KafkaClientError
+from mirror.kafka.clients import consumer, translate
+
+POLL_SECONDS = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class TailRecord:
+    key: bytes | None
+    value: bytes | None
+    timestamp_ms: int
+    offset: int
+
+
+class PartitionTail:
+    """A long-lived reader of `topic`-`partition`; not thread-safe, one per worker and topic."""
+
+    def __init__(self, properties: Mapping[str, str], topic: str, partition: int = 0) -> None:
+        base = {
+            **properties,
+            "group.id": "mirror-tail",  # never commits; librdkafka wants a group for assign()
+            "enable.auto.commit": "false",
+            "enable.auto.offset.store": "false",
+            "fetch.wait.max.ms": "50",
+        }
+        self.topic, self.partition = topic, partition
+        # librdkafka asks for end offsets at the consumer's isolation level; the high watermark
+        # (open transactions included) needs a read_uncommitted consumer.
+        self._ends = consumer({**base, "isolation.level": "read_uncommitted"})
+        self._reader = consumer({**base, "isolation.level": "read_committed"})
+        self._reader.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+
+    def catch_up(self, *, timeout_seconds: float = 60.0) -> list[TailRecord]:
+        """Every committed record written since the last call (or since the start)."""
+        tp = TopicPartition(self.topic, self.partition)
+        try:
+            low, end = self._ends.get_watermark_offsets(tp, timeout=timeout_seconds, cached=False)
+        except KafkaException as exc:
+            raise translate(exc, f"reading the end of {self.topic}") from exc
+        records: list[TailRecord] = []
+        if end <= low:
+            return records  # empty (or compacted to nothing)
+        deadline = time.monotonic() + timeout_seconds
+        while self._position() < end:
+            if time.monotonic() > deadline:
+                raise KafkaClientError(
+                    f"{self.topic}: could not read to offset {end} within {timeout_seconds:g}s; "
+                    "a transaction may be hanging on the cluster, check it with kafka-transactions.sh"
+                )
+            for message in self._reader.consume(num_messages=5000, timeout=POLL_SECONDS):
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise translate(KafkaException(error), f"reading {self.topic}")
+                _, timestamp = message.timestamp()
+                records.append(TailRecord(message.key(), message.value(), timestamp, message.offset()))
+        return records
+
+    def _position(self) -> int:
+        (position,) = self._reader.position([TopicPartition(self.topic, self.partition)])
+        return int(position.offset) if position.offset >= 0 else -1
+
+    def close(self) -> None:
+        self._ends.close()
+        self._reader.close()

@@ -1,0 +1,93 @@
+"""What every transactional writer on the executors shares: error classes, commit, zombie check.
+
+librdkafka reports transaction trouble in four flavours, and each has one remedy:
+fenced/fatal -> drop the producer and make a new one (after checking this run still owns the
+flow); abortable -> abort and retry; retriable -> retry; anything else -> a KafkaClientError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from mirror.errors import FlowTakenOverError, KafkaClientError, ProducerFencedError
+from mirror.replication.settings import FlowSettings
+
+_FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+COMMIT_TRIES = 5
+
+
+class AbortableError(Exception):
+    """The transaction must be aborted, then the work retried."""
+
+
+class RetriableError(Exception):
+    """Try the work again with the same producer."""
+
+
+def classify(exc: KafkaException, doing: str) -> Exception:
+    error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+    if error is None:
+        return KafkaClientError(f"{doing}: {exc}")
+    if error.code() in _FENCED_CODES or error.fatal():
+        return ProducerFencedError(f"{doing}: fenced by a newer producer ({error.str()})")
+    if error.txn_requires_abort():
+        return AbortableError(f"{doing}: {error.str()}")
+    if error.retriable():
+        return RetriableError(f"{doing}: {error.str()}")
+    return KafkaClientError(f"{doing}: {error.str()}")
+
+
+def call(action: Callable[[], Any], doing: str) -> Any:
+    try:
+        return action()
+    except KafkaException as exc:
+        raise classify(exc, doing) from exc
+
+
+def commit(producer: Producer, where: str) -> None:
+    for _ in range(COMMIT_TRIES):
+        try:
+            producer.commit_transaction(60)
+            return
+        except KafkaException as exc:
+            classified = classify(exc, f"{where}: committing")
+            if not isinstance(classified, RetriableError):
+                raise classified from exc
+    raise AbortableError(f"{where}: commit did not complete after {COMMIT_TRIES} tries")
+
+
+def abort_quietly(producer: Producer) -> bool:
+    """Abort the open transaction; False if the producer is unusable and must be dropped."""
+    try:
+        producer.abort_transaction(30)
+    except KafkaException:
+        return False
+    return True
+
+
+def stop_if_flow_taken_over(settings: FlowSettings, owner_reader: Consumer) -> None:
+    """After a fence: raise FlowTakenOverError if another `mirror run` now owns the flow.
+
+    Usually the fence came from another Python worker of this run taking the same transactional
+    id for a later task (spark-design.md P4), and re-initialising is the remedy. `owner_reader`
+    is a consumer in the flow's lease group, whose committed metadata names the owner.
+    """
+    (mark,) = call(
+        lambda: owner_reader.committed([TopicPartition(settings.offsets_topic, 0)], timeout=30),
+        f"flow {settings.name}: reading the flow's owner",
+    )
+    if settings.instance_id and mark.metadata and mark.metadata != settings.instance_id:
+        raise FlowTakenOverError(
+            f"flow {settings.name}: another mirror instance took over this flow; this writer stops"
+        )
+
+
+def lease_reader_properties(settings: FlowSettings) -> dict[str, str]:
+    return {
+        **settings.target_consumer,
+        "group.id": settings.lease_group(),
+        "isolation.level": "read_committed",
+    }

@@ -1,0 +1,86 @@
+"""Consumer groups in tests: consume and commit on one cluster, resume on another, read offsets."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from tests.kafka_backends import KafkaCluster
+
+
+def produce(cluster: KafkaCluster, topic: str, values: list[bytes], partition: int = 0) -> None:
+    producer = Producer(cluster.properties())
+    for value in values:
+        producer.produce(topic, value=value, key=value, partition=partition)
+    producer.flush(30)
+
+
+def consume_and_commit(cluster: KafkaCluster, group: str, topic: str, partition: int, count: int) -> int:
+    """Consume exactly `count` records of one partition from its start and commit: the group's position."""
+    consumer = Consumer(
+        cluster.properties(
+            **{"group.id": group, "enable.auto.commit": "false", "auto.offset.reset": "earliest"}
+        )
+    )
+    consumer.assign([TopicPartition(topic, partition, 0)])
+    taken, position = 0, 0
+    deadline = time.monotonic() + 60
+    try:
+        while taken < count:
+            assert time.monotonic() < deadline, f"only {taken} of {count} records of {topic} arrived"
+            message = consumer.poll(0.5)
+            if message is None or message.error() is not None:
+                continue
+            taken += 1
+            position = message.offset() + 1
+        consumer.commit(offsets=[TopicPartition(topic, partition, position)], asynchronous=False)
+    finally:
+        consumer.close()
+    return position
+
+
+def committed(cluster: KafkaCluster, group: str, topic: str, partitions: int = 1) -> dict[int, int]:
+    """The group's committed offsets (partitions without one are absent)."""
+    consumer = Consumer(cluster.properties(**{"group.id": group}))
+    try:
+        result = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
+    finally:
+        consumer.close()
+    return {tp.partition: tp.offset for tp in result if tp.offset >= 0}
+
+
+def resume(
+    cluster: KafkaCluster, group: str, topic: str, *, expected: int, quiet_seconds: float = 3.0
+) -> list[bytes]:
+    """What a consumer of `group` reads on `cluster` from its committed position: the values, in order.
+
+    Reads until `expected` records arrived and then `quiet_seconds` without more, so extra
+    (re-read) records are counted too. Never commits.
+    """
+    consumer = Consumer(
+        cluster.properties(
+            **{
+                "group.id": group,
+                "enable.auto.commit": "false",
+                # No committed offset must show up as a failure, not as a silent re-read.
+                "auto.offset.reset": "latest",
+                "isolation.level": "read_committed",
+            }
+        )
+    )
+    consumer.subscribe([topic])
+    values: list[bytes] = []
+    deadline = time.monotonic() + 90
+    last_record = time.monotonic()
+    try:
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+                last_record = time.monotonic()
+            elif len(values) >= expected and time.monotonic() - last_record > quiet_seconds:
+                break
+    finally:
+        consumer.close()
+    return values

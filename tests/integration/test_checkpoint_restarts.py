@@ -1,0 +1,138 @@
+"""Checkpoints across crashes: SIGKILL `mirror run` while a group moves; nothing goes backwards or stalls."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from mirror.kafka.tail import PartitionTail
+from mirror.kafka.wire import Checkpoint
+from tests.helpers import assert_eventually, create_topic, unique_name
+from tests.kafka_backends import KafkaCluster
+from tests.mirror_process import MirrorRun, write_config
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def _produce_steadily(cluster: KafkaCluster, topic: str, stop: threading.Event) -> None:
+    producer = Producer(cluster.properties(**{"linger.ms": "5"}))
+    i = 0
+    while not stop.is_set():
+        for _ in range(50):
+            producer.produce(topic, value=b"v%d" % i, partition=0)
+            i += 1
+        producer.poll(0)
+        time.sleep(0.05)
+    producer.flush(30)
+
+
+def _consume_steadily(cluster: KafkaCluster, group: str, topic: str, stop: threading.Event) -> list[int]:
+    """Consume and commit every few dozen records; returns the committed positions, in order."""
+    consumer = Consumer(
+        cluster.properties(
+            **{"group.id": group, "enable.auto.commit": "false", "auto.offset.reset": "earliest"}
+        )
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    commits: list[int] = []
+    try:
+        while not stop.is_set():
+            messages = consumer.consume(random.randint(10, 80), timeout=0.3)
+            good = [m for m in messages if m.error() is None]
+            if good:
+                position = good[-1].offset() + 1
+                consumer.commit(offsets=[TopicPartition(topic, 0, position)], asynchronous=False)
+                commits.append(position)
+            time.sleep(0.1)
+    finally:
+        consumer.close()
+    return commits
+
+
+def _checkpoints(target: KafkaCluster, group: str, topic: str) -> list[Checkpoint]:
+    if "A.checkpoints.internal" not in AdminClient(target.properties()).list_topics(timeout=30).topics:
+        return []  # no flow into this cluster has started yet
+    tail = PartitionTail(target.properties(), "A.checkpoints.internal")
+    try:
+        decoded = (Checkpoint.decode(r.key, r.value) for r in tail.catch_up())
+        return [c for c in decoded if (c.group, c.topic, c.partition) == (group, topic, 0)]
+    finally:
+        tail.close()
+
+
+def test_checkpoints_never_move_backwards_across_sigkills_and_restarts(
+    source_cluster: KafkaCluster, target_cluster: KafkaCluster, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    topic, group = unique_name(request, "ckpt-kill-"), unique_name(request, "ckpt-kill-group-")
+    create_topic(source_cluster.bootstrap_servers, topic)
+    config = write_config(
+        tmp_path,
+        source_cluster,
+        target_cluster,
+        [topic],
+        groups=[group],
+        emit_checkpoints_interval_seconds=1,
+        sync_group_offsets_interval_seconds=1,
+        max_records_per_batch=500,
+    )
+    stop = threading.Event()
+    commits: list[int] = []
+    producer = threading.Thread(target=_produce_steadily, args=(source_cluster, topic, stop))
+    consumer = threading.Thread(
+        target=lambda: commits.extend(_consume_steadily(source_cluster, group, topic, stop))
+    )
+    producer.start()
+    consumer.start()
+    runs: list[MirrorRun] = []
+    remote = f"A.{topic}"
+    try:
+        for kill in range(4):
+            run = MirrorRun(config, tmp_path / f"run-{kill}.log")
+            runs.append(run)
+            seen = len(_checkpoints(target_cluster, group, remote))
+            # Each run gets past start-up and emits checkpoints of its own before it is killed.
+            assert_eventually(
+                lambda seen=seen, run=run: _assert_new_checkpoints(target_cluster, group, remote, seen, run),
+                timeout=120,
+                interval=0.5,
+            )
+            if kill < 3:
+                time.sleep(random.uniform(0.5, 4.0))
+                run.kill()
+        stop.set()
+        producer.join(timeout=60)
+        consumer.join(timeout=60)
+        final = commits[-1]
+        # Not stalled by the restarts: the last run translates the group's final position.
+        assert_eventually(
+            lambda: _assert_equal(_checkpoints(target_cluster, group, remote)[-1].upstream_offset, final),
+            timeout=120,
+            interval=0.5,
+        )
+        assert runs[-1].stop() == 0, runs[-1].output()[-3000:]
+    finally:
+        stop.set()
+        for run in runs:
+            run.cleanup()
+
+    checkpoints = _checkpoints(target_cluster, group, remote)
+    downstream = [c.downstream_offset for c in checkpoints]
+    upstream = [c.upstream_offset for c in checkpoints]
+    assert downstream == sorted(downstream), f"a checkpoint moved backwards: {downstream}"
+    assert upstream == sorted(upstream)
+    assert len(checkpoints) >= 4
+
+
+def _assert_new_checkpoints(target: KafkaCluster, group: str, topic: str, seen: int, run: MirrorRun) -> None:
+    assert run.process.poll() is None, run.output()[-3000:]
+    assert len(_checkpoints(target, group, topic)) > seen
+
+
+def _assert_equal(actual: object, expected: object) -> None:
+    assert actual == expected

@@ -1,0 +1,280 @@
+"""Checkpoint and heartbeat components against real brokers, with one `mirror run` for the module.
+
+A consumer group moved from A to B must resume where it stopped: nothing skipped, and for a
+group that had consumed everything, nothing re-read either.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+from mirror.client import MirrorClient
+from mirror.kafka.wire import Heartbeat
+from tests.groups import committed, consume_and_commit, produce, resume
+from tests.helpers import assert_eventually, create_topic, run_mirror
+from tests.kafka_backends import KafkaCluster
+from tests.mirror_process import MirrorRun, wait_until_caught_up, write_config
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+OFFSET_LAG_MAX = 100  # the flow's default: a sync at least every 101 records
+
+
+class Flow:
+    """The module's running A->B flow: topics and groups named `<prefix>...` are its own."""
+
+    def __init__(self, source: KafkaCluster, target: KafkaCluster, directory: Path) -> None:
+        self.source, self.target = source, target
+        self.prefix = f"ckpt-{uuid.uuid4().hex[:6]}-"
+        self.config = write_config(
+            directory,
+            source,
+            target,
+            [f"{self.prefix}.*"],
+            groups=[f"{self.prefix}.*"],
+            emit_checkpoints_interval_seconds=1,
+            sync_group_offsets_interval_seconds=1,
+        )
+        self.run = MirrorRun(self.config, directory / "run.log")
+
+    def name(self, what: str) -> str:
+        return f"{self.prefix}{what}"
+
+    def client(self) -> MirrorClient:
+        return MirrorClient.from_config(self.config, self.target.alias)
+
+    def wait_until_copied(self, topic: str) -> None:
+        wait_until_caught_up(self.source, self.target, [topic], self.run)
+
+    def wait_until_synced(self, group: str, topic: str, upstream: int, partition: int = 0) -> int:
+        """Wait until B's `group` holds the checkpoint of upstream offset `upstream`; returns it."""
+
+        def synced() -> int:
+            assert self.run.process.poll() is None, self.run.output()[-3000:]
+            translated = self.client().translate_offsets(self.source.alias, group)
+            checkpoint = translated.get((f"A.{topic}", partition))
+            assert checkpoint is not None, f"no checkpoint yet for {group}"
+            on_target = committed(self.target, group, f"A.{topic}", partition + 1).get(partition)
+            assert on_target == checkpoint, f"target group at {on_target}, checkpoint at {checkpoint}"
+            assert _checkpoint_upstream(self.target, group, f"A.{topic}", partition) == upstream
+            return checkpoint
+
+        return assert_eventually(synced, timeout=120, interval=0.5)
+
+
+@pytest.fixture(scope="module")
+def flow(
+    source_cluster: KafkaCluster, target_cluster: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Flow]:
+    running = Flow(source_cluster, target_cluster, tmp_path_factory.mktemp("checkpoints"))
+    try:
+        yield running
+        assert running.run.stop() == 0, running.run.output()[-3000:]
+    finally:
+        running.run.cleanup()
+
+
+def _checkpoint_upstream(target: KafkaCluster, group: str, topic: str, partition: int) -> int | None:
+    from mirror.kafka.tail import PartitionTail
+    from mirror.kafka.wire import Checkpoint
+
+    tail = PartitionTail(target.properties(), "A.checkpoints.internal")
+    try:
+        upstream = None
+        for record in tail.catch_up():
+            checkpoint = Checkpoint.decode(record.key, record.value)
+            if (checkpoint.group, checkpoint.topic, checkpoint.partition) == (group, topic, partition):
+                upstream = checkpoint.upstream_offset
+        return upstream
+    finally:
+        tail.close()
+
+
+def values(prefix: str, start: int, stop: int) -> list[bytes]:
+    return [f"{prefix}-{i}".encode() for i in range(start, stop)]
+
+
+def test_a_caught_up_group_resumes_on_the_target_with_nothing_re_read_or_skipped(flow: Flow) -> None:
+    topic, group = flow.name("caught-up"), flow.name("caught-up-group")
+    create_topic(flow.source.bootstrap_servers, topic)
+    produce(flow.source, topic, values("old", 0, 3000))
+    position = consume_and_commit(flow.source, group, topic, 0, 3000)
+    flow.wait_until_copied(topic)
+    flow.wait_until_synced(group, topic, upstream=position)
+
+    # The group fails over to B; what A gets from now on reaches it through B.
+    produce(flow.source, topic, values("new", 0, 500))
+    flow.wait_until_copied(topic)
+    read = resume(flow.target, group, f"A.{topic}", expected=500)
+
+    assert read == values("new", 0, 500), f"re-read or skipped: got {len(read)} records"
+
+
+def test_a_mid_stream_group_skips_nothing_and_re_reads_less_than_one_sync_interval(flow: Flow) -> None:
+    topic, group = flow.name("mid-stream"), flow.name("mid-stream-group")
+    create_topic(flow.source.bootstrap_servers, topic)
+    produce(flow.source, topic, values("r", 0, 3000))
+    position = consume_and_commit(flow.source, group, topic, 0, 1234)
+    flow.wait_until_copied(topic)
+    flow.wait_until_synced(group, topic, upstream=position)
+
+    read = resume(flow.target, group, f"A.{topic}", expected=3000 - 1234)
+
+    unread = values("r", 1234, 3000)
+    re_read = len(read) - len(unread)
+    assert read[re_read:] == unread, "the group skipped records or read them out of order"
+    assert read[:re_read] == values("r", 1234 - re_read, 1234)
+    assert 0 <= re_read <= OFFSET_LAG_MAX + 1
+
+
+def test_a_group_active_on_the_target_is_left_alone_until_it_is_empty(flow: Flow) -> None:
+    topic, group = flow.name("active"), flow.name("active-group")
+    create_topic(flow.source.bootstrap_servers, topic)
+    produce(flow.source, topic, values("a", 0, 800))
+    flow.wait_until_copied(topic)
+    # A consumer of the group is already running on B (say, the application was started early).
+    stop = threading.Event()
+    member = threading.Thread(target=_stay_in_group, args=(flow.target, group, f"A.{topic}", stop))
+    member.start()
+    try:
+        position = consume_and_commit(flow.source, group, topic, 0, 800)
+        assert_eventually(
+            lambda: _assert_in(f"group {group} has members on B", flow.run.output()), timeout=60
+        )
+        time.sleep(3)  # several sync intervals
+        assert committed(flow.target, group, f"A.{topic}") == {}, "an active group was overwritten"
+    finally:
+        stop.set()
+        member.join(timeout=30)
+
+    synced = flow.wait_until_synced(group, topic, upstream=position)
+    assert synced >= 800
+    assert_eventually(
+        lambda: _assert_in(f"group {group} is empty again and now synced", flow.run.output()), timeout=30
+    )
+
+
+def _stay_in_group(cluster: KafkaCluster, group: str, topic: str, stop: threading.Event) -> None:
+    consumer = Consumer(
+        cluster.properties(
+            **{"group.id": group, "enable.auto.commit": "false", "auto.offset.reset": "latest"}
+        )
+    )
+    consumer.subscribe([topic])
+    try:
+        while not stop.is_set():
+            consumer.poll(0.2)
+    finally:
+        consumer.close()
+
+
+def _assert_in(needle: str, text: str) -> None:
+    assert needle in text, f"{needle!r} not in the output:\n{text[-2000:]}"
+
+
+def test_heartbeats_arrive_on_the_target_and_report_a_small_delay(flow: Flow) -> None:
+    beats = assert_eventually(lambda: _heartbeats_since(flow.target, "A.heartbeats", 3), timeout=90)
+    # Reverse heartbeats: written into A by this flow as (B, A), carried back into B as A.heartbeats.
+    assert {(b.source_alias, b.target_alias) for b in beats} == {("B", "A")}
+    stamps = [b.timestamp_ms for b in beats]
+    assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps)
+
+    shown = run_mirror("heartbeats", "--cluster", "B", "-c", str(flow.config), "--watch", "3")
+    assert shown.returncode == 0, shown.stderr
+    line = next(line for line in shown.stdout.splitlines() if "A.heartbeats" in line)
+    path, _topic, hops, age, _ago, delay = line.split()
+    assert (path, hops) == ("A->B", "1")
+    assert float(age.rstrip("s")) < 5
+    assert float(delay.rstrip("s")) < 5
+
+    topology = run_mirror("topology", "--cluster", "B", "-c", str(flow.config))
+    assert topology.returncode == 0, topology.stderr
+    assert re.search(r"^\s+A\s+1 hop$", topology.stdout, re.MULTILINE), topology.stdout
+
+
+def _heartbeats_since(target: KafkaCluster, topic: str, count: int) -> list[Heartbeat]:
+    """The heartbeats of the last minute on `topic`; at least `count` of them."""
+    reader = Consumer(target.properties(**{"group.id": "beats", "isolation.level": "read_committed"}))
+    reader.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    beats: list[Heartbeat] = []
+    try:
+        _, end = reader.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+        deadline = time.monotonic() + 30
+        while reader.position([TopicPartition(topic, 0)])[0].offset < end - 1 and time.monotonic() < deadline:
+            for message in reader.consume(500, timeout=0.5):
+                if message.error() is None:
+                    beats.append(Heartbeat.decode(message.key(), message.value()))
+    finally:
+        reader.close()
+    recent = [b for b in beats if b.timestamp_ms > (time.time() - 60) * 1000]
+    assert len(recent) >= count, f"{len(recent)} recent heartbeats on {topic}"
+    return recent
+
+
+def test_kafkas_remote_cluster_utils_translates_our_checkpoints_as_mirror_does(
+    flow: Flow, tmp_path: Path
+) -> None:
+    assert flow.source.libs is not None, "needs Kafka's jars"
+    topic, group = flow.name("java"), flow.name("java-group")
+    create_topic(flow.source.bootstrap_servers, topic, partitions=2)
+    produce(flow.source, topic, values("p0", 0, 600), partition=0)
+    produce(flow.source, topic, values("p1", 0, 900), partition=1)
+    consume_and_commit(flow.source, group, topic, 0, 600)
+    position = consume_and_commit(flow.source, group, topic, 1, 450)
+    flow.wait_until_copied(topic)
+    flow.wait_until_synced(group, topic, upstream=position, partition=1)
+
+    ours = run_mirror(
+        "translate-offsets", "--cluster", "B", "--source", "A", "--group", group, "-c", str(flow.config)
+    )
+    assert ours.returncode == 0, ours.stderr
+    ours_rows = sorted(tuple(line.split()) for line in ours.stdout.splitlines()[1:])
+    java = _remote_cluster_utils(flow.source.libs, tmp_path, flow.target.bootstrap_servers, "A", group)
+    assert java == ours_rows
+    assert [row[:2] for row in java] == [(f"A.{topic}", "0"), (f"A.{topic}", "1")]
+
+
+JAVA_TRANSLATE = """
+import java.time.Duration;
+import java.util.Map;
+import org.apache.kafka.connect.mirror.RemoteClusterUtils;
+
+public class Translate {
+    public static void main(String[] args) throws Exception {
+        Map<String, Object> props = Map.of("bootstrap.servers", args[0]);
+        RemoteClusterUtils.translateOffsets(props, args[1], args[2], Duration.ofSeconds(60))
+            .forEach((tp, om) -> System.out.println(tp.topic() + " " + tp.partition() + " " + om.offset()));
+    }
+}
+"""
+
+
+def _remote_cluster_utils(
+    libs: Path, directory: Path, bootstrap: str, source: str, group: str
+) -> list[tuple[str, ...]]:
+    (directory / "Translate.java").write_text(JAVA_TRANSLATE, encoding="utf-8")
+    classpath = f"{libs}/*"
+    subprocess.run(
+        ["javac", "-cp", classpath, "-d", str(directory), str(directory / "Translate.java")],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    result = subprocess.run(
+        ["java", "-cp", f"{classpath}:{directory}", "Translate", bootstrap, source, group],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return sorted(tuple(line.split()) for line in result.stdout.splitlines() if line.strip())
