@@ -31,7 +31,7 @@ from mirror.kafka.admin import (
     last_stable_offsets,
     list_group_ids,
 )
-from mirror.kafka.clients import admin_client, consumer, producer
+from mirror.kafka.clients import admin_client, consumer
 from mirror.kafka.source_offsets import FIXED_OFFSET, encode_checkpoint_key, encode_value
 from mirror.kafka.tail import PartitionTail
 from mirror.kafka.transactions import (
@@ -41,6 +41,7 @@ from mirror.kafka.transactions import (
     call,
     commit,
     lease_reader_properties,
+    small_writer,
     stop_if_flow_taken_over,
 )
 from mirror.kafka.wire import Checkpoint, OffsetSync
@@ -158,18 +159,14 @@ def _admin(settings: FlowSettings, side: str) -> AdminClient:
 def _writer(state: _FlowState) -> Producer:
     if state.producer is None:
         s = state.settings
-        properties: dict[str, str] = {**s.target_producer}
-        if s.exactly_once:
-            properties["transactional.id"] = s.checkpoint_transactional_id()
-            properties.setdefault("transaction.timeout.ms", TRANSACTION_TIMEOUT_MS)
-        else:
-            properties["enable.idempotence"] = "true"
-        writer = producer(properties)
-        if s.exactly_once:
-            # Fences an older writer of checkpoints and ends its open transaction, so the
-            # catch-up that follows sees every checkpoint that will ever be committed before ours.
-            call(lambda: writer.init_transactions(60), f"flow {s.name}: initialising the checkpoint writer")
-        state.producer = writer
+        # Initialising fences an older writer of checkpoints and ends its open transaction, so
+        # the catch-up that follows sees every checkpoint committed before ours.
+        state.producer = small_writer(
+            s.target_producer,
+            s.checkpoint_transactional_id() if s.exactly_once else None,
+            timeout_ms=TRANSACTION_TIMEOUT_MS,
+            doing=f"flow {s.name}: initialising the checkpoint writer",
+        )
     return state.producer
 
 

@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient
 
 from mirror.errors import KafkaClientError, MirrorError, ProducerFencedError, WireFormatError
 from mirror.kafka.admin import list_topics
-from mirror.kafka.clients import admin_client, consumer, producer
+from mirror.kafka.clients import admin_client, consumer
 from mirror.kafka.source_offsets import FIXED_OFFSET, encode_heartbeat_key, encode_value
 from mirror.kafka.tail import PartitionTail
 from mirror.kafka.transactions import (
@@ -30,6 +30,7 @@ from mirror.kafka.transactions import (
     call,
     commit,
     lease_reader_properties,
+    small_writer,
     stop_if_flow_taken_over,
 )
 from mirror.kafka.wire import Heartbeat
@@ -123,18 +124,13 @@ def _emit(settings: FlowSettings, source: str, target: str, properties: dict[str
 def _write(settings: FlowSettings, emitter: _Emitter, heartbeat: Heartbeat) -> None:
     where = f"flow {settings.name}: heartbeat {emitter.source}->{emitter.target}"
     if emitter.producer is None:
-        properties = {**emitter.properties}
-        if settings.exactly_once:
-            properties["transactional.id"] = settings.heartbeat_transactional_id(
-                emitter.source, emitter.target
-            )
-            properties.setdefault("transaction.timeout.ms", TRANSACTION_TIMEOUT_MS)
-        else:
-            properties["enable.idempotence"] = "true"
-        writer = producer(properties)
-        if settings.exactly_once:
-            call(lambda: writer.init_transactions(60), f"{where}: initialising its writer")
-        emitter.producer = writer
+        transactional_id = settings.heartbeat_transactional_id(emitter.source, emitter.target)
+        emitter.producer = small_writer(
+            emitter.properties,
+            transactional_id if settings.exactly_once else None,
+            timeout_ms=TRANSACTION_TIMEOUT_MS,
+            doing=f"{where}: initialising its writer",
+        )
     writer = emitter.producer
     if settings.exactly_once:
         call(writer.begin_transaction, f"{where}: beginning a transaction")

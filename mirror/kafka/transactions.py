@@ -13,6 +13,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from mirror.errors import FlowTakenOverError, KafkaClientError, ProducerFencedError
+from mirror.kafka.clients import producer as new_producer
 from mirror.replication.settings import FlowSettings
 
 _FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
@@ -57,6 +58,22 @@ def commit(producer: Producer, where: str) -> None:
             if not isinstance(classified, RetriableError):
                 raise classified from exc
     raise AbortableError(f"{where}: commit did not complete after {COMMIT_TRIES} tries")
+
+
+def small_writer(
+    properties: dict[str, str], transactional_id: str | None, *, timeout_ms: str, doing: str
+) -> Producer:
+    """A producer for small records of internal topics: transactional (initialised, so any older
+    writer with the id is fenced and its open transaction ended) or, without an id, idempotent."""
+    config = {**properties}
+    if transactional_id is None:
+        config["enable.idempotence"] = "true"
+        return new_producer(config)
+    config["transactional.id"] = transactional_id
+    config.setdefault("transaction.timeout.ms", timeout_ms)
+    writer = new_producer(config)
+    call(lambda: writer.init_transactions(60), doing)
+    return writer
 
 
 def abort_quietly(producer: Producer) -> bool:

@@ -58,18 +58,25 @@ def heartbeat_rounds(settings_json: str, batches: Iterator[pa.RecordBatch]) -> I
             yield pa.RecordBatch.from_pylist(rows, schema=HEARTBEAT_ARROW)
 
 
-def _start(
+# component -> (executor function, output DDL)
+_ROUNDS: dict[str, tuple[Callable[[str, Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]], str]] = {
+    "checkpoint": (checkpoint_rounds, CHECKPOINT_DDL),
+    "heartbeat": (heartbeat_rounds, HEARTBEAT_DDL),
+}
+
+
+def start_round_query(
     spark: SparkSession,
+    settings: FlowSettings,
     *,
     component: str,
-    settings: FlowSettings,
-    work: Callable[[str, Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
-    ddl: str,
     interval_seconds: float,
     checkpoint_dir: Path,
     stop_file: Path,
     on_round: RoundHandler,
 ) -> StreamingQuery:
+    """Start the `component` ("checkpoint" or "heartbeat") query of a flow: a round every interval."""
+    work, ddl = _ROUNDS[component]
     ticks = spark.readStream.format("mirror_ticks").option("stop_file", str(stop_file)).load()
     rows = ticks.mapInArrow(functools.partial(work, settings.to_json()), ddl)
 
@@ -82,48 +89,4 @@ def _start(
         .foreachBatch(collect)
         .trigger(processingTime=f"{interval_seconds:g} seconds")
         .start()
-    )
-
-
-def start_checkpoint_query(
-    spark: SparkSession,
-    settings: FlowSettings,
-    *,
-    interval_seconds: float,
-    checkpoint_dir: Path,
-    stop_file: Path,
-    on_round: RoundHandler,
-) -> StreamingQuery:
-    return _start(
-        spark,
-        component="checkpoint",
-        settings=settings,
-        work=checkpoint_rounds,
-        ddl=CHECKPOINT_DDL,
-        interval_seconds=interval_seconds,
-        checkpoint_dir=checkpoint_dir,
-        stop_file=stop_file,
-        on_round=on_round,
-    )
-
-
-def start_heartbeat_query(
-    spark: SparkSession,
-    settings: FlowSettings,
-    *,
-    interval_seconds: float,
-    checkpoint_dir: Path,
-    stop_file: Path,
-    on_round: RoundHandler,
-) -> StreamingQuery:
-    return _start(
-        spark,
-        component="heartbeat",
-        settings=settings,
-        work=heartbeat_rounds,
-        ddl=HEARTBEAT_DDL,
-        interval_seconds=interval_seconds,
-        checkpoint_dir=checkpoint_dir,
-        stop_file=stop_file,
-        on_round=on_round,
     )

@@ -38,7 +38,7 @@ from mirror.kafka.positions import reconcile_positions
 from mirror.metrics import CheckpointMetrics, HeartbeatMetrics, SourceMetrics, serve
 from mirror.replication.job import start_source_query
 from mirror.replication.plan import parse_position_key
-from mirror.replication.rounds import start_checkpoint_query, start_heartbeat_query
+from mirror.replication.rounds import start_round_query
 from mirror.replication.settings import FlowSettings, flow_settings
 from mirror.spark.session import build_session
 from mirror.topics.sync import TopicSync
@@ -213,9 +213,10 @@ class Supervisor:
             components.append(
                 _Component(
                     "checkpoint",
-                    lambda: start_checkpoint_query(
+                    lambda: start_round_query(
                         spark,
                         settings,
+                        component="checkpoint",
                         interval_seconds=config.emit_checkpoints_interval_seconds,
                         checkpoint_dir=state / "checkpoint",
                         stop_file=flow.stop_file,
@@ -227,9 +228,10 @@ class Supervisor:
             components.append(
                 _Component(
                     "heartbeat",
-                    lambda: start_heartbeat_query(
+                    lambda: start_round_query(
                         spark,
                         settings,
+                        component="heartbeat",
                         interval_seconds=config.emit_heartbeats_interval_seconds,
                         checkpoint_dir=state / "heartbeat",
                         stop_file=flow.stop_file,
