@@ -13,12 +13,19 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
-from mirror.errors import KafkaClientError, MirrorError, ProducerFencedError, WireFormatError
+from mirror.errors import (
+    FlowTakenOverError,
+    KafkaClientError,
+    MirrorError,
+    ProducerFencedError,
+    WireFormatError,
+)
 from mirror.kafka.admin import list_topics
 from mirror.kafka.clients import admin_client, consumer
 from mirror.kafka.source_offsets import FIXED_OFFSET, encode_heartbeat_key, encode_value
@@ -39,7 +46,8 @@ from mirror.replication.settings import FlowSettings
 
 log = logging.getLogger(__name__)
 
-MAX_ATTEMPTS = 4
+MAX_ATTEMPTS = 2  # the next round, an interval later, is the real retry
+ROUND_WAIT_SECONDS = 2.0
 TRANSACTION_TIMEOUT_MS = "30000"
 TOPICS_REFRESH_SECONDS = 10.0
 
@@ -53,6 +61,7 @@ class HeartbeatRow:
     target: str
     timestamp_ms: int
     # Seen rows: the remote heartbeats topic, the path it came along, when the round first saw it.
+    # Failed rows: `path` holds the error.
     topic: str = ""
     path: str = ""
     seen_ms: int = 0
@@ -78,17 +87,42 @@ class _Watch:
 
 
 _EMITTERS: dict[tuple[str, str], _Emitter] = {}
+# Writes in flight per pair; they outlive a round when a cluster is slow (per Python worker).
+_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mirror-heartbeat")
+_IN_FLIGHT: dict[tuple[str, str], Future[HeartbeatRow]] = {}
 _WATCHES: dict[str, _Watch] = {}
 _ADMINS: dict[str, AdminClient] = {}
 _LEASE_READERS: dict[str, Consumer] = {}
 
 
 def run_heartbeat_round(settings: FlowSettings) -> list[HeartbeatRow]:
-    rows: list[HeartbeatRow] = []
+    """Emit this round's heartbeats and report the newest remote ones.
+
+    Each pair is written on a thread of its own and the round waits at most ROUND_WAIT_SECONDS:
+    with A frozen, Heartbeat(A, B) still reaches B every round while the write into A hangs.
+    A pair whose write is still in flight is not started again; a failed one becomes a "failed"
+    row (the driver says so once) and is retried next round.
+    """
+    pairs = []
     if settings.emit_heartbeats:
-        rows.append(_emit(settings, settings.source, settings.target, settings.target_producer))
+        pairs.append((settings.source, settings.target, settings.target_producer))
     if settings.reverse_heartbeats:
-        rows.append(_emit(settings, settings.target, settings.source, settings.source_producer))
+        pairs.append((settings.target, settings.source, settings.source_producer))
+    for source, target, properties in pairs:
+        if (source, target) not in _IN_FLIGHT:
+            _IN_FLIGHT[(source, target)] = _POOL.submit(_emit, settings, source, target, properties)
+    wait(list(_IN_FLIGHT.values()), timeout=ROUND_WAIT_SECONDS)
+    rows: list[HeartbeatRow] = []
+    for (source, target), future in list(_IN_FLIGHT.items()):
+        if not future.done():
+            continue
+        del _IN_FLIGHT[(source, target)]
+        try:
+            rows.append(future.result())
+        except FlowTakenOverError:
+            raise
+        except MirrorError as exc:
+            rows.append(HeartbeatRow("failed", source, target, int(time.time() * 1000), path=str(exc)[:300]))
     rows += _watch(settings)
     return rows
 

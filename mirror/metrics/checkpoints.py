@@ -105,6 +105,12 @@ class HeartbeatMetrics:
             ("path",),
         )
         registry.register(self.age)
+        self.failed = Counter(
+            "mirror_heartbeats_failed",
+            "Heartbeats that could not be written (the cluster they go to not answering)",
+            ("source", "target"),
+            registry=registry,
+        )
         self.delay = Gauge(
             "mirror_heartbeat_replication_delay_seconds",
             "Per replication path: from the newest heartbeat's emission to its arrival on the target",
@@ -116,6 +122,8 @@ class HeartbeatMetrics:
         for row in rows:
             if row["kind"] == "emitted":
                 self.emitted.labels(row["source"], row["target"]).inc()
+            elif row["kind"] == "failed":
+                self.failed.labels(row["source"], row["target"]).inc()
             elif row["kind"] == "seen":
                 self.age.set_since((row["path"],), row["timestamp_ms"] / 1000)
                 self.delay.labels(row["path"]).set(max(0.0, (row["seen_ms"] - row["timestamp_ms"]) / 1000))

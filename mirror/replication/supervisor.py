@@ -112,6 +112,8 @@ class _Flow:
     components: list[_Component] = field(default_factory=list)
     # Groups last seen with members on the target, reported once when they become so.
     active_groups: set[str] = field(default_factory=set)
+    # Heartbeat pairs ("B->A") whose last write failed, reported once until they recover.
+    failing_heartbeats: set[str] = field(default_factory=set)
     checkpointed_groups: int = 0
 
     @property
@@ -235,7 +237,7 @@ class Supervisor:
                         interval_seconds=config.emit_heartbeats_interval_seconds,
                         checkpoint_dir=state / "heartbeat",
                         stop_file=flow.stop_file,
-                        on_round=lambda _s, rows: self._heartbeat_metrics.record_round(rows),
+                        on_round=lambda _s, rows: self._on_heartbeat_round(flow, rows),
                     ),
                 )
             )
@@ -247,6 +249,17 @@ class Supervisor:
         # source batch's copy tasks for longer than one task.
         self._spark.sparkContext.setLocalProperty("spark.scheduler.pool", component.name)
         component.query = component.start()
+
+    def _on_heartbeat_round(self, flow: _Flow, rows: list[dict[str, Any]]) -> None:
+        self._heartbeat_metrics.record_round(rows)
+        for row in rows:
+            pair = f"{row['source']}->{row['target']}"
+            if row["kind"] == "failed" and pair not in flow.failing_heartbeats:
+                flow.failing_heartbeats.add(pair)
+                self._out(f"{row['path']}; retrying every round")
+            elif row["kind"] == "emitted" and pair in flow.failing_heartbeats:
+                flow.failing_heartbeats.discard(pair)
+                self._out(f"flow {flow.settings.name}: heartbeats {pair} written again")
 
     def _on_checkpoint_round(self, flow: _Flow, rows: list[dict[str, Any]]) -> None:
         self._checkpoint_metrics.record_round(flow.settings.name, rows)

@@ -1,4 +1,5 @@
-"""A cluster that stops answering in the middle of a run: mirror waits it out, nothing is lost."""
+"""A cluster that stops answering in the middle of a run: mirror waits it out, nothing is lost,
+and heartbeats into the cluster that still answers keep coming."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from tests.helpers import create_topic, unique_name
+from mirror.errors import KafkaClientError
+from mirror.kafka.tail import PartitionTail
+from mirror.kafka.wire import Heartbeat
+from tests.helpers import assert_eventually, create_topic, unique_name
 from tests.kafka_backends import KafkaCluster
 from tests.mirror_process import MirrorRun, wait_until_caught_up, wait_until_copying, write_config
 from tests.records import assert_same_records, read_topic
@@ -63,3 +67,56 @@ def test_a_target_that_stops_answering_mid_run_loses_and_duplicates_nothing(
     progress = [line for line in run.output().splitlines() if "records/s" in line]
     assert any("B not answering for" in line for line in progress)
     assert "not answering" not in progress[-1]
+
+
+def test_heartbeats_into_the_target_go_on_while_the_source_is_frozen(
+    source_cluster: KafkaCluster, target_cluster: KafkaCluster, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # Disaster recovery is when heartbeats matter: with A gone, B must keep hearing from the flow
+    # (so monitoring can tell "A is down" from "mirror is down"), while A.heartbeats ages.
+    assert source_cluster.pid is not None, "this fault test needs the local broker backend"
+    topic = unique_name(request, "frozen-source-")
+    create_topic(source_cluster.bootstrap_servers, topic)
+    run = MirrorRun(write_config(tmp_path, source_cluster, target_cluster, [topic]), tmp_path / "run.log")
+    try:
+        assert_eventually(
+            lambda: _assert_running(run, _beats(target_cluster, "heartbeats", since=time.time() - 3)),
+            timeout=120,
+            interval=1,
+        )
+        frozen_at = time.time()
+        os.kill(source_cluster.pid, signal.SIGSTOP)
+        try:
+            time.sleep(15)
+            during = _beats(target_cluster, "heartbeats", since=frozen_at + 2, until=time.time())
+        finally:
+            os.kill(source_cluster.pid, signal.SIGCONT)
+        thawed_at = time.time()
+        assert len(during) >= 5, f"only {len(during)} heartbeats A->B reached B while A was frozen"
+        assert {(b.source_alias, b.target_alias) for b in during} == {("A", "B")}
+        # The reverse heartbeats, written into A, flow again once A answers.
+        assert_eventually(
+            lambda: _assert_running(run, _beats(target_cluster, "A.heartbeats", since=thawed_at)),
+            timeout=180,
+            interval=1,
+        )
+        assert run.stop() == 0, run.output()[-3000:]
+    finally:
+        os.kill(source_cluster.pid, signal.SIGCONT)
+        run.cleanup()
+
+
+def _beats(cluster: KafkaCluster, topic: str, *, since: float, until: float | None = None) -> list[Heartbeat]:
+    tail = PartitionTail(cluster.properties(), topic)
+    try:
+        beats = [Heartbeat.decode(r.key, r.value) for r in tail.catch_up()]
+    except KafkaClientError as exc:
+        raise AssertionError(f"{topic} cannot be read (yet): {exc}") from exc
+    finally:
+        tail.close()
+    return [b for b in beats if since * 1000 <= b.timestamp_ms <= (until or time.time() + 60) * 1000]
+
+
+def _assert_running(run: MirrorRun, beats: list[Heartbeat]) -> None:
+    assert run.process.poll() is None, run.output()[-3000:]
+    assert beats, "no heartbeat yet"
