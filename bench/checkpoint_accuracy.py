@@ -196,9 +196,8 @@ def main() -> int:
     target = local["clusters"]["B"]["bootstrap_servers"]
     run_id = uuid.uuid4().hex[:6]
     topic = f"bench-ckpt-{run_id}"
-    AdminClient({"bootstrap.servers": source}).create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(
-        30
-    )
+    admin = AdminClient({"bootstrap.servers": source})  # kept: its futures die with it
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
 
     work = Path(tempfile.mkdtemp(prefix="mirror-bench-"))
     config = {

@@ -15,16 +15,23 @@ from mirror.spark.ticks import TickSource
 
 # Retries per task in local mode (local[N,F]): a failed range retries inside its batch.
 LOCAL_TASK_ATTEMPTS = 4
+# Task slots added in local mode for the checkpoint and heartbeat rounds. Tasks wait on Kafka,
+# not on a core, and copy tasks stuck on a frozen source must not starve the heartbeats that
+# tell monitoring so.
+ROUND_SLOTS = 2
 
 
-def with_task_retries(master: str) -> str:
-    """local[*] and local[N] never retry a failed task; give them LOCAL_TASK_ATTEMPTS tries."""
-    if master == "local":
-        return f"local[1,{LOCAL_TASK_ATTEMPTS}]"
-    match = re.fullmatch(r"local\[(\*|\d+)\]", master)
-    if match:
-        return f"local[{match.group(1)},{LOCAL_TASK_ATTEMPTS}]"
-    return master
+def local_master(master: str) -> str:
+    """local, local[*], local[N]: ROUND_SLOTS more task slots and LOCAL_TASK_ATTEMPTS tries per task.
+
+    local[N,F] is taken as the user wrote it.
+    """
+    match = re.fullmatch(r"local(?:\[(\*|\d+)\])?", master)
+    if match is None:
+        return master
+    threads = match.group(1) or "1"
+    slots = (os.cpu_count() or 1) if threads == "*" else int(threads)
+    return f"local[{slots + ROUND_SLOTS},{LOCAL_TASK_ATTEMPTS}]"
 
 
 def build_session(config: SparkConfig) -> SparkSession:
@@ -36,7 +43,7 @@ def build_session(config: SparkConfig) -> SparkSession:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     log4j = resources.files("mirror.spark") / "log4j2.properties"
     builder = (
-        SparkSession.builder.master(with_task_retries(config.master))
+        SparkSession.builder.master(local_master(config.master))
         .appName(config.app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
