@@ -13,7 +13,7 @@ def produce(cluster: KafkaCluster, topic: str, values: list[bytes], partition: i
     producer = Producer(cluster.properties())
     for value in values:
         producer.produce(topic, value=value, key=value, partition=partition)
-    producer.flush(30)
+    assert producer.flush(30) == 0, f"records for {topic} not delivered"
 
 
 def consume_and_commit(cluster: KafkaCluster, group: str, topic: str, partition: int, count: int) -> int:

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirror.local.broker import free_port
+from tests.helpers import assert_eventually
 from tests.kafka_backends import KafkaCluster
 
 
@@ -135,17 +135,23 @@ def total_copied(
 
 
 def wait_until_copying(
-    source: KafkaCluster, target: KafkaCluster, topics: list[str], run: MirrorRun, *, timeout: float = 120
+    source: KafkaCluster,
+    target: KafkaCluster,
+    topics: list[str],
+    run: MirrorRun,
+    *,
+    more: int = 1,
+    timeout: float = 120,
 ) -> None:
-    """Return once this run has committed new positions: it is past start-up, in the middle of copying."""
+    """Return once this run has committed `more` records: it is past start-up, in the middle of copying."""
     before = total_copied(source, target, topics)
-    deadline = time.monotonic() + timeout
-    while total_copied(source, target, topics) <= before:
-        assert run.process.poll() is None, (
-            f"mirror run exited with {run.process.returncode}:\n{run.output()[-3000:]}"
-        )
-        assert time.monotonic() < deadline, f"no progress within {timeout}s:\n{run.output()[-3000:]}"
-        time.sleep(0.2)
+
+    def copying() -> None:
+        _assert_alive(run)
+        copied = total_copied(source, target, topics) - before
+        assert copied >= more, f"{copied} of {more} records copied so far:\n{run.output()[-3000:]}"
+
+    assert_eventually(copying, timeout=timeout, interval=0.2)
 
 
 def wait_until_caught_up(
@@ -158,21 +164,25 @@ def wait_until_caught_up(
     group_flow: str = "A-B",
     timeout: float = 300,
 ) -> None:
-    deadline = time.monotonic() + timeout
     ends = source_ends(source, topics)
     remote = {(t, p): (f"{remote_prefix}{t}", p) for t, p in ends}
-    while True:
-        assert run.process.poll() is None, (
-            f"mirror run exited with {run.process.returncode}:\n{run.output()[-3000:]}"
-        )
+
+    def caught_up() -> None:
+        _assert_alive(run)
         try:
             positions = committed_positions(target, remote, group_flow)
         except Exception:  # noqa: BLE001 - remote topics may not exist yet
             positions = {}
-        if positions and all(positions.get(tp, -1) >= end for tp, end in ends.items()):
-            return
-        assert time.monotonic() < deadline, f"not caught up: {positions} < {ends}\n{run.output()[-3000:]}"
-        time.sleep(1)
+        behind = {tp: positions.get(tp, -1) for tp, end in ends.items() if positions.get(tp, -1) < end}
+        assert not behind, f"not caught up: {behind} < {ends}\n{run.output()[-3000:]}"
+
+    assert_eventually(caught_up, timeout=timeout, interval=1)
+
+
+def _assert_alive(run: MirrorRun) -> None:
+    assert run.process.poll() is None, (
+        f"mirror run exited with {run.process.returncode}:\n{run.output()[-3000:]}"
+    )
 
 
 def replicate_until_caught_up(

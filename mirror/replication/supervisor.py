@@ -211,34 +211,37 @@ class Supervisor:
                 ),
             )
         ]
+
+        def round_component(
+            name: str, interval: float, on_round: Callable[[list[dict[str, Any]]], None]
+        ) -> _Component:
+            return _Component(
+                name,
+                lambda: start_round_query(
+                    spark,
+                    settings,
+                    component=name,
+                    interval_seconds=interval,
+                    checkpoint_dir=state / name,
+                    stop_file=flow.stop_file,
+                    on_round=lambda _settings, rows: on_round(rows),
+                ),
+            )
+
         if config.emit_checkpoints:
             components.append(
-                _Component(
+                round_component(
                     "checkpoint",
-                    lambda: start_round_query(
-                        spark,
-                        settings,
-                        component="checkpoint",
-                        interval_seconds=config.emit_checkpoints_interval_seconds,
-                        checkpoint_dir=state / "checkpoint",
-                        stop_file=flow.stop_file,
-                        on_round=lambda _s, rows: self._on_checkpoint_round(flow, rows),
-                    ),
+                    config.emit_checkpoints_interval_seconds,
+                    lambda rows: self._on_checkpoint_round(flow, rows),
                 )
             )
         if settings.emit_heartbeats or settings.reverse_heartbeats:
             components.append(
-                _Component(
+                round_component(
                     "heartbeat",
-                    lambda: start_round_query(
-                        spark,
-                        settings,
-                        component="heartbeat",
-                        interval_seconds=config.emit_heartbeats_interval_seconds,
-                        checkpoint_dir=state / "heartbeat",
-                        stop_file=flow.stop_file,
-                        on_round=lambda _s, rows: self._on_heartbeat_round(flow, rows),
-                    ),
+                    config.emit_heartbeats_interval_seconds,
+                    lambda rows: self._on_heartbeat_round(flow, rows),
                 )
             )
         return components

@@ -4,6 +4,7 @@ and heartbeats into the cluster that still answers keep coming."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 import time
@@ -49,8 +50,8 @@ def test_a_target_that_stops_answering_mid_run_loses_and_duplicates_nothing(
         more.start()
         os.kill(target_cluster.pid, signal.SIGSTOP)  # the target broker freezes mid-transaction
         try:
-            time.sleep(STALL_SECONDS)
-            assert run.process.poll() is None, f"mirror gave up during the outage:\n{run.output()[-3000:]}"
+            # Frozen until mirror itself has reported B silent for longer than the client timeouts.
+            assert_eventually(lambda: _assert_silent_for(run, STALL_SECONDS), timeout=STALL_SECONDS + 60)
         finally:
             os.kill(target_cluster.pid, signal.SIGCONT)
         more.join(timeout=120)
@@ -87,12 +88,12 @@ def test_heartbeats_into_the_target_go_on_while_the_source_is_frozen(
         frozen_at = time.time()
         os.kill(source_cluster.pid, signal.SIGSTOP)
         try:
-            time.sleep(15)
-            during = _beats(target_cluster, "heartbeats", since=frozen_at + 2, until=time.time())
+            during = assert_eventually(
+                lambda: _assert_beats_while_frozen(run, target_cluster, frozen_at, 5), timeout=60, interval=1
+            )
         finally:
             os.kill(source_cluster.pid, signal.SIGCONT)
         thawed_at = time.time()
-        assert len(during) >= 5, f"only {len(during)} heartbeats A->B reached B while A was frozen"
         assert {(b.source_alias, b.target_alias) for b in during} == {("A", "B")}
         # The reverse heartbeats, written into A, flow again once A answers.
         assert_eventually(
@@ -115,6 +116,21 @@ def _beats(cluster: KafkaCluster, topic: str, *, since: float, until: float | No
     finally:
         tail.close()
     return [b for b in beats if since * 1000 <= b.timestamp_ms <= (until or time.time() + 60) * 1000]
+
+
+def _assert_silent_for(run: MirrorRun, seconds: float) -> None:
+    assert run.process.poll() is None, f"mirror gave up during the outage:\n{run.output()[-3000:]}"
+    reported = [int(s) for s in re.findall(r"B not answering for (\d+)s", run.output())]
+    assert max(reported, default=0) >= seconds, f"B reported silent for {max(reported, default=0)}s so far"
+
+
+def _assert_beats_while_frozen(
+    run: MirrorRun, cluster: KafkaCluster, frozen_at: float, count: int
+) -> list[Heartbeat]:
+    beats = _beats(cluster, "heartbeats", since=frozen_at + 2)
+    assert run.process.poll() is None, run.output()[-3000:]
+    assert len(beats) >= count, f"only {len(beats)} heartbeats A->B reached B while A was frozen"
+    return beats
 
 
 def _assert_running(run: MirrorRun, beats: list[Heartbeat]) -> None:

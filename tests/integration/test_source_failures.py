@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from tests.groups import produce
 from tests.helpers import assert_eventually, create_topic, unique_name
 from tests.kafka_backends import KafkaCluster
 from tests.mirror_process import MirrorRun, replicate_until_caught_up, wait_until_caught_up, write_config
@@ -16,11 +17,15 @@ from tests.records import read_topic
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def produce(cluster: KafkaCluster, topic: str, values: list[bytes]) -> None:
-    producer = Producer(cluster.properties())
-    for value in values:
-        producer.produce(topic, value=value, partition=0)
-    assert producer.flush(30) == 0
+def replicated_topic(
+    source: KafkaCluster, target: KafkaCluster, directory: Path, topic: str, first: list[bytes], policy: str
+) -> Path:
+    """A one-partition topic holding `first`, copied to the target by a run that then stopped."""
+    create_topic(source.bootstrap_servers, topic, partitions=1)
+    produce(source, topic, first)
+    config = write_config(directory, source, target, [topic], on_source_truncation=policy)
+    replicate_until_caught_up(config, directory / "first.log", source, target, [topic])
+    return config
 
 
 def mirror_errors(run: MirrorRun) -> list[str]:
@@ -62,10 +67,8 @@ def test_records_deleted_on_the_source_before_copying_are_reported(
     policy: str,
 ) -> None:
     topic = unique_name(request, "trunc-")
-    create_topic(source_cluster.bootstrap_servers, topic, partitions=1)
-    produce(source_cluster, topic, [b"first-%d" % i for i in range(100)])
-    config = write_config(tmp_path, source_cluster, target_cluster, [topic], on_source_truncation=policy)
-    replicate_until_caught_up(config, tmp_path / "first.log", source_cluster, target_cluster, [topic])
+    first = [b"first-%d" % i for i in range(100)]
+    config = replicated_topic(source_cluster, target_cluster, tmp_path, topic, first, policy)
 
     # While mirror is down, 100 more records arrive and retention deletes 40 of them uncopied.
     produce(source_cluster, topic, [b"second-%d" % i for i in range(100)])
@@ -103,10 +106,8 @@ def test_a_source_topic_deleted_and_recreated_is_detected(
     policy: str,
 ) -> None:
     topic = unique_name(request, "recreated-")
-    create_topic(source_cluster.bootstrap_servers, topic, partitions=1)
-    produce(source_cluster, topic, [b"old-%d" % i for i in range(100)])
-    config = write_config(tmp_path, source_cluster, target_cluster, [topic], on_source_truncation=policy)
-    replicate_until_caught_up(config, tmp_path / "first.log", source_cluster, target_cluster, [topic])
+    old = [b"old-%d" % i for i in range(100)]
+    config = replicated_topic(source_cluster, target_cluster, tmp_path, topic, old, policy)
 
     admin = AdminClient(source_cluster.properties())
     admin.delete_topics([topic])[topic].result(timeout=30)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 import shutil
 import threading
-import time
 import urllib.request
 from pathlib import Path
 
@@ -155,8 +154,7 @@ def test_exactly_once_across_repeated_sigkills(
         run = MirrorRun(config, tmp_path / f"run-{kill}.log")
         try:
             # Kill while copying: after this run committed something, at a random point of its work.
-            wait_until_copying(source_cluster, target_cluster, topics, run)
-            time.sleep(rng.uniform(0, 2.5))
+            wait_until_copying(source_cluster, target_cluster, topics, run, more=rng.randint(1, 8_000))
         finally:
             run.kill()
             run.cleanup()
