@@ -12,7 +12,7 @@ from tests.kafka_backends import KafkaCluster
 def produce(cluster: KafkaCluster, topic: str, values: list[bytes], partition: int = 0) -> None:
     producer = Producer(cluster.properties())
     for value in values:
-        producer.produce(topic, value=value, key=value, partition=partition)
+        producer.produce(topic, value=value, partition=partition)
     assert producer.flush(30) == 0, f"records for {topic} not delivered"
 
 
