@@ -275,10 +275,11 @@ class Supervisor:
                     f"flow {flow.settings.name}: group {group} has members on {flow.settings.target}; "
                     "its offsets there are left alone until it is empty"
                 )
-            elif outcome != "active" and group in flow.active_groups:
+            elif outcome in ("synced", "unchanged") and group in flow.active_groups:
+                # Not on "failed": a member leaving can make the first write after it be refused;
+                # the group stays pending until a round has really brought it up to date.
                 flow.active_groups.discard(group)
-                if outcome == "synced":
-                    self._out(f"flow {flow.settings.name}: group {group} is empty again and now synced")
+                self._out(f"flow {flow.settings.name}: group {group} is empty again and now synced")
 
     def _reach_clusters(self, settings: list[FlowSettings]) -> None:
         aliases = dict.fromkeys(alias for s in settings for alias in (s.source, s.target))
