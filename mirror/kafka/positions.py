@@ -8,6 +8,7 @@ offsets topic past the group, the group is moved forward so nothing is copied tw
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 
 from mirror.kafka.admin import commit_positions, committed_positions
 from mirror.kafka.clients import consumer
@@ -18,8 +19,13 @@ from mirror.replication.settings import FlowSettings
 log = logging.getLogger(__name__)
 
 
-def reconcile_positions(settings: FlowSettings) -> int:
-    """Move the positions group up to the offsets topic where that is ahead; returns how many moved."""
+def reconcile_positions(settings: FlowSettings, replicated: Collection[tuple[str, int]]) -> int:
+    """Move the positions group up to the offsets topic where that is ahead; returns how many moved.
+
+    Only `replicated` source partitions (copied by this flow now, remote partition present) count:
+    the offsets topic also remembers topics the flow no longer copies, and a position cannot be
+    committed for a remote topic that was deleted.
+    """
     stored = read_to_end(settings.target_consumer, settings.offsets_topic)
     from_topic: dict[tuple[str, int], int] = {}
     for raw_key, raw_value in stored.items():
@@ -29,6 +35,8 @@ def reconcile_positions(settings: FlowSettings) -> int:
         connector, source = decoded
         offset = decode_value(raw_value)
         if connector != CONNECTOR_NAME or source.cluster != settings.source or offset is None:
+            continue
+        if (source.topic, source.partition) not in replicated:
             continue
         # Connect stores the last replicated offset; replication resumes after it.
         from_topic[(settings.remote_topic(source.topic), source.partition)] = offset + 1

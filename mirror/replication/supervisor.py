@@ -305,8 +305,9 @@ class Supervisor:
         topic_sync.ensure_internal_topics()
         topic_sync.sync()
         # Before any position is read: abort what a killed run left open, fence what still runs.
-        fence_previous_writers(settings, topic_sync.replicated_partitions())
-        reconcile_positions(settings)
+        replicated = topic_sync.replicated_partitions()
+        fence_previous_writers(settings, replicated)
+        reconcile_positions(settings, set(replicated))
         lease = FlowLease(settings)
         lease.acquire()
         stop_file = state_dir / _flow_dir(settings) / "stopping"

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers import assert_eventually, create_topic, unique_name
@@ -226,4 +227,26 @@ def test_at_least_once_mode_says_so_and_copies_everything(
     assert_same_records(
         read_topic(source_cluster.bootstrap_servers, topic),
         read_topic(target_cluster.bootstrap_servers, f"A.{topic}"),
+    )
+
+
+def test_starts_after_a_remote_topic_it_no_longer_copies_was_deleted(
+    source_cluster: KafkaCluster, target_cluster: KafkaCluster, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # The offsets topic still remembers the first topic; its positions must not be committed for a
+    # remote topic that is gone (the broker refuses, and the run used to exit 1 at start).
+    first, second = unique_name(request, "first-"), unique_name(request, "second-")
+    for topic in (first, second):
+        create_topic(source_cluster.bootstrap_servers, topic, partitions=2)
+        produce_mixed(source_cluster, topic, 500, 2, seed=11)
+    config = write_config(tmp_path, source_cluster, target_cluster, [first])
+    replicate_until_caught_up(config, tmp_path / "first.log", source_cluster, target_cluster, [first])
+    admin = AdminClient(target_cluster.properties())
+    admin.delete_topics([f"A.{first}"], operation_timeout=30)[f"A.{first}"].result(timeout=30)
+
+    config = write_config(tmp_path, source_cluster, target_cluster, [second], name="second.yaml")
+    replicate_until_caught_up(config, tmp_path / "second.log", source_cluster, target_cluster, [second])
+    assert_same_records(
+        read_topic(source_cluster.bootstrap_servers, second),
+        read_topic(target_cluster.bootstrap_servers, f"A.{second}"),
     )
