@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install setup jars demo test test-unit lint format clean
+.PHONY: install setup jars demo test test-unit bench bench-quick lint format clean
 
 $(BIN)/mirror: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,15 +35,27 @@ test: setup
 test-unit: $(BIN)/mirror
 	$(BIN)/python -m pytest tests/unit
 
+$(VENV)/.bench: $(BIN)/mirror pyproject.toml
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	touch $@
+
+## bench: mirror vs real MirrorMaker 2 vs the broker ceiling, full workloads (~30 min); bench/results/
+bench: $(VENV)/.bench jars
+	$(BIN)/python -m bench
+
+## bench-quick: the same with small workloads (under 5 min), for development
+bench-quick: $(VENV)/.bench jars
+	$(BIN)/python -m bench --quick
+
 ## lint: ruff and mypy, as CI runs them
 lint: $(BIN)/mirror
-	$(BIN)/ruff check mirror tests
-	$(BIN)/ruff format --check mirror tests
-	$(BIN)/mypy mirror
+	$(BIN)/ruff check mirror tests bench
+	$(BIN)/ruff format --check mirror tests bench
+	$(BIN)/mypy mirror bench
 
 format: $(BIN)/mirror
-	$(BIN)/ruff format mirror tests
-	$(BIN)/ruff check --fix mirror tests
+	$(BIN)/ruff format mirror tests bench
+	$(BIN)/ruff check --fix mirror tests bench
 
 clean:
 	-$(BIN)/mirror local down --purge

@@ -258,7 +258,7 @@ def main() -> int:
         **report(groups, seen, source, target, topic),
         "log": str(work / "run.log"),
     }
-    print(json.dumps(result, indent=2))  # noqa: T201
+    print(json.dumps(result, indent=2))
     return 0
 
 

@@ -1,0 +1,186 @@
+"""`python -m bench [--quick] [--only NAME ...]`: one side-by-side run, results in bench/results/."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka.admin import AdminClient
+
+from bench import ceiling, measure, report, workloads
+from bench.contenders import CONTENDERS, Clusters, Contender
+from mirror.local.broker import BrokerSpec, free_port
+from mirror.local.environment import start_brokers
+from mirror.local.jars import KAFKA_VERSION, kafka_libs
+
+RESULTS = Path(__file__).parent / "results"
+NAMES = ["ceiling", *(c.name for c in CONTENDERS)]
+
+
+def _say(text: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
+
+
+def _delete_topics(bootstrap: str, topics: list[str]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_topics(topics, operation_timeout=60).values():
+        with contextlib.suppress(Exception):  # already gone, or never created by a failed contender
+            future.result(timeout=60)
+
+
+def _commit() -> str:
+    """The measured commit, marked "+dirty" when the working tree has uncommitted changes."""
+    here = Path(__file__).parent
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=here, check=False
+    )
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain"], capture_output=True, text=True, cwd=here, check=False
+    )
+    return (head.stdout.strip() or "unknown") + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def _run_ceiling(clusters: Clusters, mode: workloads.Mode, work: Path) -> dict[str, Any]:
+    row: dict[str, Any] = {"name": "ceiling", "label": "broker ceiling (perf tools)", "catch_up": {}}
+    for workload in mode.catch_up:
+        _say(f"ceiling: {workload.records:,} x {workload.value_bytes} B")
+        row["catch_up"][workload.name] = ceiling.measure(clusters, workload, work / "ceiling" / workload.name)
+        _delete_topics(clusters.target, [f"ceiling-{workload.name}"])
+    _say("ceiling: steady latency, one hop (source to its own consumer)")
+    setup = measure.prepare_steady(clusters, "ceiling")
+    row.update(
+        measure.steady_and_translation(
+            None, None, clusters, mode.steady, setup, checkpoint_seconds=mode.checkpoint_seconds
+        )
+    )
+    return row
+
+
+def _run_contender(name: str, clusters: Clusters, mode: workloads.Mode, work: Path) -> dict[str, Any]:
+    """One process per catch-up workload; the first one, once caught up, also carries the steady load."""
+    contender = next(c for c in CONTENDERS if c.name == name)
+    row: dict[str, Any] = {"name": name, "label": contender.label, "catch_up": {}}
+    for index, workload in enumerate(mode.catch_up):
+        setup = measure.prepare_steady(clusters, name) if index == 0 else None
+        topics = [workload.topic, *([setup.topic] if setup else [])]
+        _say(f"{contender.label}: catch-up {workload.records:,} x {workload.value_bytes} B")
+        running = measure.launch(
+            contender,
+            clusters,
+            topics,
+            work / name / workload.name,
+            checkpoint_seconds=mode.checkpoint_seconds,
+        )
+        try:
+            try:
+                result = measure.catch_up(running, contender, clusters, workload)
+            except measure.ContenderFailedError as exc:
+                result = {"error": str(exc), "complete": False}
+            row["catch_up"][workload.name] = result
+            _say(f"  {_summary(result)}")
+            if setup is not None and "error" not in result:
+                row.update(_steady(running, contender, clusters, mode, setup))
+        finally:
+            running.stop()
+        _delete_topics(clusters.target, [contender.remote_topic(workload.topic)])
+    return row
+
+
+def _steady(
+    running: measure.Running,
+    contender: Contender,
+    clusters: Clusters,
+    mode: workloads.Mode,
+    setup: measure.SteadySetup,
+) -> dict[str, Any]:
+    _say(f"{contender.label}: steady {mode.steady.rate:,}/s for {mode.steady.seconds} s, then translation")
+    try:
+        result = measure.steady_and_translation(
+            running, contender, clusters, mode.steady, setup, checkpoint_seconds=mode.checkpoint_seconds
+        )
+    except measure.ContenderFailedError as exc:
+        result = {"latency_error": str(exc)}
+    _say(f"  latency {result.get('latency')}, translation {result.get('translation')}")
+    return result
+
+
+def _summary(result: dict[str, Any]) -> str:
+    if "error" in result:
+        return f"FAILED: {result['error']}"
+    return (
+        f"{result['records_per_second']:,.0f} records/s, {result['megabytes_per_second']:.1f} MB/s, "
+        f"start-up {result['startup_seconds']:.1f} s, CPU {result['cpu_seconds_copy']:.1f} s, "
+        f"complete={result['complete']} {result['verdict']}"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small workloads, under 5 minutes")
+    parser.add_argument("--only", nargs="+", choices=NAMES, default=NAMES, help="contenders to run")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where results are written")
+    args = parser.parse_args()
+    mode = workloads.QUICK if args.quick else workloads.FULL
+
+    work = Path(tempfile.mkdtemp(prefix="mirror-bench-"))
+    started = datetime.now(UTC)
+    _say(f"{mode.name} mode; brokers, logs and contender configs under {work}")
+    libs = kafka_libs()
+    specs = [BrokerSpec(alias, work / alias, free_port(), free_port()) for alias in ("source", "target")]
+    brokers = start_brokers(specs, libs=libs)
+    clusters = Clusters(brokers[0].bootstrap_servers, brokers[1].bootstrap_servers, libs)
+    rows = []
+    try:
+        for workload in mode.catch_up:
+            _say(f"seeding {workload.records:,} records of {workload.value_bytes} B into {workload.topic}")
+            workloads.seed(clusters.source, workload)
+        for name in args.only:
+            if name == "ceiling":
+                rows.append(_run_ceiling(clusters, mode, work))
+            else:
+                rows.append(_run_contender(name, clusters, mode, work))
+    finally:
+        for broker in brokers:
+            broker.stop()
+
+    results = {
+        "mode": mode.name,
+        "started": started.isoformat(timespec="seconds"),
+        "seconds": round((datetime.now(UTC) - started).total_seconds()),
+        "kafka_version": KAFKA_VERSION,
+        "mirror_commit": _commit(),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "system": platform.platform(),
+        },
+        "workloads": [
+            {
+                "name": w.name,
+                "records": w.records,
+                "value_bytes": w.value_bytes,
+                "partitions": workloads.PARTITIONS,
+            }
+            for w in mode.catch_up
+        ],
+        "steady": {"rate": mode.steady.rate, "seconds": mode.steady.seconds},
+        "checkpoint_seconds": mode.checkpoint_seconds,
+        "contenders": rows,
+    }
+    paths = report.write(results, args.out, started.strftime("%Y%m%dT%H%M%SZ") + f"-{mode.name}")
+    sys.stdout.write(report.markdown(results))
+    _say("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,140 @@
+"""How each contender is configured and started: real MirrorMaker 2 and `mirror`, in both modes.
+
+Each contender sees the source cluster under an alias of its own, so its remote topics
+(`<alias>.<topic>`) and internal topics never meet another contender's on the shared target.
+Both get the same checkpoint, group-sync and group-refresh interval (so translation results compare
+like with like) and otherwise their defaults.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import yaml
+
+from bench import processes
+from mirror.local.broker import free_port
+
+TARGET_ALIAS = "B"
+MM2_TASKS_MAX = 8  # one task per source partition, MM2's usual sizing
+
+
+@dataclass(frozen=True)
+class Clusters:
+    source: str
+    target: str
+    libs: Path
+
+
+@dataclass(frozen=True)
+class Contender:
+    name: str
+    family: Literal["mirror", "mm2"]
+    exactly_once: bool
+
+    @property
+    def alias(self) -> str:
+        return self.name.replace("-", "")
+
+    @property
+    def label(self) -> str:
+        product = "mirror" if self.family == "mirror" else "MirrorMaker 2"
+        return f"{product} {'exactly-once' if self.exactly_once else 'at-least-once'}"
+
+    def remote_topic(self, topic: str) -> str:
+        return f"{self.alias}.{topic}"
+
+    def start(
+        self, clusters: Clusters, topics: list[str], run_dir: Path, *, checkpoint_seconds: int
+    ) -> subprocess.Popen[bytes]:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if self.family == "mm2":
+            return self._start_mm2(clusters, topics, run_dir, checkpoint_seconds)
+        return self._start_mirror(clusters, topics, run_dir, checkpoint_seconds)
+
+    def _start_mirror(
+        self, clusters: Clusters, topics: list[str], run_dir: Path, checkpoint_seconds: int
+    ) -> subprocess.Popen[bytes]:
+        config = {
+            "clusters": {
+                self.alias: {"bootstrap_servers": clusters.source},
+                TARGET_ALIAS: {"bootstrap_servers": clusters.target},
+            },
+            "flows": {
+                f"{self.alias}->{TARGET_ALIAS}": {
+                    "topics": topics,
+                    "exactly_once": self.exactly_once,
+                    "refresh_groups_interval_seconds": checkpoint_seconds,
+                    "emit_checkpoints_interval_seconds": checkpoint_seconds,
+                    "sync_group_offsets_interval_seconds": checkpoint_seconds,
+                }
+            },
+            "spark": {"checkpoint_dir": str(run_dir / "spark")},
+            "metrics": {"enabled": True, "port": free_port()},
+        }
+        path = run_dir / "mm2.yaml"
+        path.write_text(yaml.safe_dump(config), encoding="utf-8")
+        return processes.start([sys.executable, "-m", "mirror", "run", str(path)], run_dir / "run.log")
+
+    def _start_mm2(
+        self, clusters: Clusters, topics: list[str], run_dir: Path, checkpoint_seconds: int
+    ) -> subprocess.Popen[bytes]:
+        source, flow = self.alias, f"{self.alias}->{TARGET_ALIAS}"
+        lines = [
+            f"clusters = {source}, {TARGET_ALIAS}",
+            f"{source}.bootstrap.servers = {clusters.source}",
+            f"{TARGET_ALIAS}.bootstrap.servers = {clusters.target}",
+            f"{flow}.enabled = true",
+            f"{flow}.topics = {'|'.join(topics)}",
+            f"{TARGET_ALIAS}->{source}.enabled = false",
+            f"tasks.max = {MM2_TASKS_MAX}",
+            f"refresh.groups.interval.seconds = {checkpoint_seconds}",
+            f"emit.checkpoints.interval.seconds = {checkpoint_seconds}",
+            "sync.group.offsets.enabled = true",
+            f"sync.group.offsets.interval.seconds = {checkpoint_seconds}",
+            "sync.topic.acls.enabled = false",
+            # A single-broker cluster: every internal topic has one replica.
+            "replication.factor = 1",
+            *(
+                f"{topic}.replication.factor = 1"
+                for topic in ("offset-syncs.topic", "checkpoints.topic", "heartbeats.topic")
+            ),
+            *(f"{store}.storage.replication.factor = 1" for store in ("offset", "config", "status")),
+        ]
+        if self.exactly_once:
+            # What the Kafka docs require for exactly-once MirrorMaker 2 in dedicated mode (KIP-618).
+            lines += [
+                f"{TARGET_ALIAS}.exactly.once.source.support = enabled",
+                f"{source}.consumer.isolation.level = read_committed",
+                "dedicated.mode.enable.internal.rest = true",
+                f"listeners = http://127.0.0.1:{free_port()}",
+            ]
+        properties = run_dir / "mm2.properties"
+        properties.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        log4j = run_dir / "log4j2.properties"
+        log4j.write_text(
+            "appender.f.type=File\nappender.f.name=f\n"
+            f"appender.f.fileName={run_dir / 'mm2.log'}\nappender.f.layout.type=PatternLayout\n"
+            "appender.f.layout.pattern=%d %p %c: %m%n\n"
+            "rootLogger.level=info\nrootLogger.appenderRef.f.ref=f\n",
+            encoding="utf-8",
+        )
+        command = [
+            # The heap bin/connect-mirror-maker.sh gives it.
+            "java", "-Xms256m", "-Xmx2g", f"-Dlog4j2.configurationFile={log4j}",
+            "-cp", str(clusters.libs / "*"),
+            "org.apache.kafka.connect.mirror.MirrorMaker", str(properties),
+        ]  # fmt: skip
+        return processes.start(command, run_dir / "run.log")
+
+
+CONTENDERS = (
+    Contender("mm2-alo", "mm2", exactly_once=False),
+    Contender("mm2-eos", "mm2", exactly_once=True),
+    Contender("mirror-alo", "mirror", exactly_once=False),
+    Contender("mirror-eos", "mirror", exactly_once=True),
+)

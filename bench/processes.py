@@ -1,0 +1,90 @@
+"""CPU seconds and peak RSS of a contender: its process and every descendant (JVMs, Python workers)."""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import psutil
+
+SAMPLE_SECONDS = 0.2
+
+
+class ProcessTree:
+    """Samples a process tree on a thread until stopped.
+
+    CPU is the sum over every process seen of its last sampled user+system time, so a Spark
+    Python worker that exits between samples loses at most one interval. Children's reaped times
+    (`children_user`) are ignored: they would count those workers twice.
+    """
+
+    def __init__(self, root_pid: int) -> None:
+        self._root = psutil.Process(root_pid)
+        self._last_cpu: dict[int, float] = {}
+        self.samples: list[tuple[float, float, int]] = []  # (monotonic time, cpu seconds, rss bytes)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="process-tree", daemon=True)
+
+    def start(self) -> ProcessTree:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(SAMPLE_SECONDS)
+
+    def _sample(self) -> None:
+        try:
+            processes = [self._root, *self._root.children(recursive=True)]
+        except psutil.Error:
+            return  # the root exited; the last sample stands
+        rss = 0
+        for process in processes:
+            with contextlib.suppress(psutil.Error), process.oneshot():
+                times = process.cpu_times()
+                self._last_cpu[process.pid] = times.user + times.system
+                rss += process.memory_info().rss
+        self.samples.append((time.monotonic(), sum(self._last_cpu.values()), rss))
+
+    def cpu_at(self, when: float) -> float:
+        """CPU seconds used up to the first sample at or after `when` (the last one if none is)."""
+        if not self.samples:
+            return 0.0
+        index = bisect.bisect_left([t for t, _, _ in self.samples], when)
+        return self.samples[min(index, len(self.samples) - 1)][1]
+
+    def peak_rss_bytes(self, until: float | None = None) -> int:
+        return max((rss for t, _, rss in self.samples if until is None or t <= until), default=0)
+
+
+def start(command: Sequence[str], log: Path, *, cwd: Path | None = None) -> subprocess.Popen[bytes]:
+    """A contender process in its own session, so stopping it stops its whole tree."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            list(command), stdout=out, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True
+        )
+
+
+def stop(process: subprocess.Popen[bytes], *, grace_seconds: float = 30.0) -> None:
+    """SIGTERM the contender's main process, as `kill` would; SIGKILL its whole group after the grace
+    period. (Terminating the group at once would take Spark's JVM away from under `mirror run`.)"""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(grace_seconds)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(10)
