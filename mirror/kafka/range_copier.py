@@ -40,6 +40,7 @@ from mirror.kafka.transactions import (
     call,
     classify,
     commit,
+    init_transactions,
     lease_reader_properties,
     stop_if_flow_taken_over,
 )
@@ -161,6 +162,18 @@ def _positions_consumer(settings: FlowSettings) -> Consumer:
     )
 
 
+def _writer_key(settings: FlowSettings, source_range: SourcePartitionRange) -> str:
+    """The transactional id of the range's partition; at-least-once, one producer per worker and flow.
+
+    Without transactions nothing needs fencing, and sharing the producer keeps it warm: a new
+    idempotent producer waits ~500 ms for its producer id (librdkafka retries the lookup it loses
+    to the bootstrap-connection swap), and Spark rarely gives a partition the same worker twice.
+    """
+    if settings.exactly_once:
+        return settings.transactional_id(source_range.topic, source_range.partition)
+    return f"idempotent:{settings.name}"
+
+
 def _writer(settings: FlowSettings, transactional_id: str) -> _TransactionalWriter:
     writer = _WRITERS.get(transactional_id)
     if writer is None:
@@ -179,11 +192,7 @@ def _writer(settings: FlowSettings, transactional_id: str) -> _TransactionalWrit
             properties["enable.idempotence"] = "true"
         producer = new_producer(properties)
         if settings.exactly_once:
-            # Fences every older producer with this id and finishes or aborts its open transaction.
-            call(
-                lambda: producer.init_transactions(60),
-                f"flow {settings.name}: initialising {transactional_id}",
-            )
+            init_transactions(producer, f"flow {settings.name}: initialising {transactional_id}")
         writer = _TransactionalWriter(producer, deliveries)
         _WRITERS[transactional_id] = writer
     return writer
@@ -204,7 +213,7 @@ def copy_range(settings: FlowSettings, source_range: SourcePartitionRange) -> Ra
     """Copy [start, end) of one source partition; safe to run any number of times, concurrently."""
     stats = RangeStats(source_range.topic, source_range.partition, source_range.start, source_range.end)
     started = time.monotonic()
-    transactional_id = settings.transactional_id(source_range.topic, source_range.partition)
+    transactional_id = _writer_key(settings, source_range)
     check_truncation = False
     for attempt in range(1, MAX_ATTEMPTS + 1):
         stats.attempts = attempt
@@ -389,32 +398,42 @@ def _copy_records(job: _RangeJob, source: Consumer, producer: Producer, begin: i
     remote_topic, where = job.remote_topic, job.where
     source.assign([TopicPartition(topic, partition, begin)])
     copied = _Copied()
+    # The per-record loop is the copier's hot path (the largest cost in its profile): bound
+    # methods and running totals live in locals, and each record's fields are read once.
+    produce, keep_offset = producer.produce, copied.upstream_offsets.append
+    size, oldest = 0, 0
     position = begin
     last_progress = time.monotonic()
     try:
         while position < end:
-            # consume() waits for all num_messages or the timeout; a range's tail may hold markers
-            # and aborted records it never returns, so poll briefly and watch position() for the end.
-            messages = source.consume(num_messages=CONSUME_BATCH, timeout=POLL_SECONDS)
+            # consume() waits for all num_messages or the timeout. Asking for no more than the range
+            # still holds returns as soon as it arrived; its tail may be markers and aborted records
+            # that never come, so the wait stays short and position() tells where the range ends.
+            wanted = max(1, min(CONSUME_BATCH, end - position))
+            messages = source.consume(num_messages=wanted, timeout=POLL_SECONDS)
             for message in messages:
                 error = message.error()
                 if error is not None:
-                    if error.code() in _OUT_OF_RANGE_CODES:
-                        raise _OutOfRangeError(f"{where}: offset {position} is no longer on the source")
-                    raise classify(KafkaException(error), f"{where}: consuming")
+                    raise _consume_error(error, position, where)
                 offset = message.offset()
                 if offset >= end:
                     position = end
                     break
                 key, value = message.key(), message.value()
                 timestamp_type, timestamp = message.timestamp()
-                _produce(producer, remote_topic, partition, message, offset=offset, where=where)
-                copied.upstream_offsets.append(offset)
-                copied.bytes += (len(value) if value else 0) + (len(key) if key else 0)
-                if timestamp_type and (
-                    copied.oldest_timestamp_ms == 0 or timestamp < copied.oldest_timestamp_ms
-                ):
-                    copied.oldest_timestamp_ms = timestamp
+                # CreateTime or LogAppendTime, the source's value is kept; 0 would mean "now".
+                if not timestamp_type:
+                    timestamp = 0
+                elif oldest == 0 or timestamp < oldest:
+                    oldest = timestamp
+                headers = message.headers()
+                try:
+                    produce(remote_topic, value, key, partition, timestamp=timestamp, headers=headers)
+                except (BufferError, KafkaException) as exc:
+                    _produce_after(exc, producer, remote_topic, partition, (key, value, timestamp, headers),
+                                   offset=offset, where=where)  # fmt: skip
+                keep_offset(offset)
+                size += (len(value) if value else 0) + (len(key) if key else 0)
                 position = offset + 1
             if messages:
                 last_progress = time.monotonic()
@@ -428,40 +447,48 @@ def _copy_records(job: _RangeJob, source: Consumer, producer: Producer, begin: i
                 raise RetriableError(f"{where}: no progress at offset {position} for {STALL_SECONDS:g}s")
     finally:
         source.unassign()
+    copied.bytes, copied.oldest_timestamp_ms = size, oldest
     return copied
 
 
-def _produce(
-    producer: Producer, topic: str, partition: int, message: Message, *, offset: int, where: str
+def _consume_error(error: KafkaError, position: int, where: str) -> Exception:
+    if error.code() in _OUT_OF_RANGE_CODES:
+        return _OutOfRangeError(f"{where}: offset {position} is no longer on the source")
+    return classify(KafkaException(error), f"{where}: consuming")
+
+
+Record = tuple[bytes | None, bytes | None, int, list[tuple[str, bytes | None]] | None]
+
+
+def _produce_after(
+    exc: BufferError | KafkaException,
+    producer: Producer,
+    topic: str,
+    partition: int,
+    record: Record,
+    *,
+    offset: int,
+    where: str,
 ) -> None:
-    """Produce a copy of `message`: same partition, key, value, headers and timestamp."""
-    key, value = message.key(), message.value()
-    timestamp_type, timestamp = message.timestamp()
-    while True:
+    """The slow path of a produce that failed: wait for room in a full queue, or name the error."""
+    key, value, timestamp, headers = record
+    while isinstance(exc, BufferError):
+        # The local queue is full: serve delivery reports until there is room.
+        producer.poll(0.05)
         try:
-            producer.produce(
-                topic,
-                value=value,
-                key=key,
-                partition=partition,
-                headers=message.headers(),
-                # CreateTime or LogAppendTime, the source's value is kept; 0 would mean "now".
-                timestamp=timestamp if timestamp_type else 0,
-            )
+            producer.produce(topic, value, key, partition, timestamp=timestamp, headers=headers)
             return
-        except BufferError:
-            # The local queue is full: serve delivery reports until there is room.
-            producer.poll(0.05)
-        except KafkaException as exc:
-            error = exc.args[0]
-            if error.code() in _TOO_LARGE_CODES:
-                size = (len(value) if value else 0) + (len(key) if key else 0)
-                raise RecordTooLargeError(
-                    f"{where}: the record at offset {offset} is {size:,} bytes, larger than the producer's "
-                    f"message.max.bytes; raise message.max.bytes in the producer properties of the target "
-                    f"cluster and max.message.bytes on {topic}"
-                ) from exc
-            raise classify(exc, f"{where}: producing") from exc
+        except (BufferError, KafkaException) as again:
+            exc = again
+    error = exc.args[0]
+    if error.code() in _TOO_LARGE_CODES:
+        size = (len(value) if value else 0) + (len(key) if key else 0)
+        raise RecordTooLargeError(
+            f"{where}: the record at offset {offset} is {size:,} bytes, larger than the producer's "
+            f"message.max.bytes; raise message.max.bytes in the producer properties of the target "
+            f"cluster and max.message.bytes on {topic}"
+        ) from exc
+    raise classify(exc, f"{where}: producing") from exc
 
 
 def _raise_delivery_error(job: _RangeJob, deliveries: _Deliveries, upstream_offsets: list[int]) -> None:
