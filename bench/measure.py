@@ -7,12 +7,20 @@ import statistics
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient
 
 from bench import processes
@@ -223,22 +231,14 @@ def _consume_to_end_and_commit(bootstrap: str, topic: str, group: str) -> int:
     )
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
     positions: dict[int, int] = {}
-    at_end: set[int] = set()
-    while len(at_end) < PARTITIONS:
-        for message in consumer.consume(10_000, timeout=1):
-            if message.error() is not None:
-                if message.error().code() == KafkaError._PARTITION_EOF:
-                    at_end.add(message.partition())
-                continue
-            positions[message.partition()] = message.offset() + 1
+    for message in _until_every_end(consumer):
+        positions[message.partition()] = message.offset() + 1
     consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in positions.items()], asynchronous=False)
     consumer.close()
     return sum(positions.values())
 
 
 def _target_group_offsets(admin: AdminClient, group: str, topic: str) -> dict[int, int]:
-    from confluent_kafka import ConsumerGroupTopicPartitions
-
     future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
     try:
         result = future.result(timeout=30)
@@ -266,16 +266,21 @@ def _re_read(bootstrap: str, topic: str, group: str) -> int:
             for tp in committed
         ]
     )
-    read, at_end = 0, set[int]()
-    while len(at_end) < PARTITIONS:
-        for message in consumer.consume(10_000, timeout=1):
-            if message.error() is not None:
-                if message.error().code() == KafkaError._PARTITION_EOF:
-                    at_end.add(message.partition())
-                continue
-            read += message.key() != b"warm-up"
+    read = sum(1 for message in _until_every_end(consumer) if message.key() != b"warm-up")
     consumer.close()
     return read
+
+
+def _until_every_end(consumer: Consumer) -> Iterator[Message]:
+    """The records of the consumer's partitions (enable.partition.eof), until each reached its end."""
+    at_end: set[int] = set()
+    while len(at_end) < PARTITIONS:
+        for message in consumer.consume(10_000, timeout=1):
+            error = message.error()
+            if error is None:
+                yield message
+            elif error.code() == KafkaError._PARTITION_EOF:
+                at_end.add(message.partition())
 
 
 @dataclass(frozen=True)
