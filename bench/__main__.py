@@ -17,10 +17,8 @@ from typing import Any
 from confluent_kafka.admin import AdminClient
 
 from bench import ceiling, measure, report, workloads
-from bench.contenders import CONTENDERS, Clusters, Contender
-from mirror.local.broker import BrokerSpec, free_port
-from mirror.local.environment import start_brokers
-from mirror.local.jars import KAFKA_VERSION, kafka_libs
+from bench.contenders import CONTENDERS, Clusters, Contender, start_clusters
+from mirror.local.jars import KAFKA_VERSION
 
 RESULTS = Path(__file__).parent / "results"
 NAMES = ["ceiling", *(c.name for c in CONTENDERS)]
@@ -134,10 +132,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="mirror-bench-"))
     started = datetime.now(UTC)
     _say(f"{mode.name} mode; brokers, logs and contender configs under {work}")
-    libs = kafka_libs()
-    specs = [BrokerSpec(alias, work / alias, free_port(), free_port()) for alias in ("source", "target")]
-    brokers = start_brokers(specs, libs=libs)
-    clusters = Clusters(brokers[0].bootstrap_servers, brokers[1].bootstrap_servers, libs)
+    brokers, clusters = start_clusters(work)
     rows = []
     try:
         for workload in mode.catch_up:

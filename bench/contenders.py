@@ -17,7 +17,9 @@ from typing import Literal
 import yaml
 
 from bench import processes
-from mirror.local.broker import free_port
+from mirror.local.broker import BrokerSpec, LocalBroker, free_port
+from mirror.local.environment import start_brokers
+from mirror.local.jars import kafka_libs
 
 TARGET_ALIAS = "B"
 MM2_TASKS_MAX = 8  # one task per source partition, MM2's usual sizing
@@ -28,6 +30,14 @@ class Clusters:
     source: str
     target: str
     libs: Path
+
+
+def start_clusters(work: Path) -> tuple[list[LocalBroker], Clusters]:
+    """Two fresh single-broker clusters under `work`, on free loopback ports."""
+    libs = kafka_libs()
+    specs = [BrokerSpec(alias, work / alias, free_port(), free_port()) for alias in ("source", "target")]
+    brokers = start_brokers(specs, libs=libs)
+    return brokers, Clusters(brokers[0].bootstrap_servers, brokers[1].bootstrap_servers, libs)
 
 
 @dataclass(frozen=True)

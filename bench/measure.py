@@ -179,7 +179,7 @@ class _LatencyReader(threading.Thread):
         self.join()
 
 
-def _wait_for(condition: Callable[[], bool], timeout: float, what: str, check: Callable[[], None]) -> float:
+def wait_for(condition: Callable[[], bool], timeout: float, what: str, check: Callable[[], None]) -> float:
     deadline = time.monotonic() + timeout
     while not condition():
         check()
@@ -321,7 +321,7 @@ def steady_and_translation(
 
     result: dict[str, Any] = {}
     try:
-        _wait_for(
+        wait_for(
             lambda: reader.warm_up >= PARTITIONS,
             START_TIMEOUT_SECONDS,
             "the warm-up records did not arrive",
@@ -332,7 +332,7 @@ def steady_and_translation(
         produced_at = time.monotonic()
         # A record still missing after a minute is reported below as not received.
         with contextlib.suppress(ContenderFailedError):
-            _wait_for(
+            wait_for(
                 lambda: len(reader.latencies_ms) >= steady.records, 60, "not every record arrived", alive
             )
         window_end = time.monotonic()

@@ -15,18 +15,13 @@ import collections
 import signal
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
-from bench import processes
-from bench.contenders import Clusters, Contender
-from bench.measure import ends_of
+from bench.contenders import Contender, start_clusters
+from bench.measure import ContenderFailedError, ends_of, launch, wait_for
 from bench.workloads import PARTITIONS, CatchUp, seed
-from mirror.local.broker import BrokerSpec, free_port
-from mirror.local.environment import start_brokers
-from mirror.local.jars import kafka_libs
 
 
 def _top(raw: Path, count: int) -> str:
@@ -66,35 +61,37 @@ def main() -> int:
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="mirror-profile-"))
-    libs = kafka_libs()
-    specs = [BrokerSpec(alias, work / alias, free_port(), free_port()) for alias in ("source", "target")]
-    brokers = start_brokers(specs, libs=libs)
+    brokers, clusters = start_clusters(work)
     try:
-        clusters = Clusters(brokers[0].bootstrap_servers, brokers[1].bootstrap_servers, libs)
         workload = CatchUp("profile", args.records, args.value_bytes)
         seed(clusters.source, workload)
-        contender = Contender(
-            "mirror-eos" if args.exactly_once else "mirror-alo", "mirror", args.exactly_once
-        )
-        run = contender.start(clusters, [workload.topic], work / "run", checkpoint_seconds=5)
+        name = "mirror-eos" if args.exactly_once else "mirror-alo"
+        contender = Contender(name, "mirror", args.exactly_once)
+        running = launch(contender, clusters, [workload.topic], work / "run", checkpoint_seconds=5)
         raw = work / "stacks.txt"
         spy = subprocess.Popen(
             ["py-spy", "record", "--subprocesses", "--nonblocking", "-r", "50", "-f", "raw",
-             "-o", str(raw), "--pid", str(run.pid)],
+             "-o", str(raw), "--pid", str(running.process.pid)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         admin = AdminClient({"bootstrap.servers": clusters.target})
+        remote = contender.remote_topic(workload.topic)
         wanted = args.records - PARTITIONS  # markers aside, the ends pass this only near the end
-        started = time.monotonic()
-        while sum(ends_of(admin, contender.remote_topic(workload.topic)).values()) < wanted:
-            if run.poll() is not None or time.monotonic() - started > 900:
-                print(f"mirror run stopped or stalled; see {work / 'run'}")
-                return 1
-            time.sleep(0.5)
-        print(f"caught up after {time.monotonic() - started:.1f} s (including start-up)")
-        spy.send_signal(signal.SIGINT)  # py-spy writes its output when interrupted
-        spy.wait(60)
-        processes.stop(run)
+        try:
+            done = wait_for(
+                lambda: sum(ends_of(admin, remote).values()) >= wanted,
+                900,
+                "not caught up",
+                running.check_alive,
+            )
+            print(f"caught up after {done - running.started:.1f} s (including start-up)")
+        except ContenderFailedError as exc:
+            print(f"mirror run failed: {exc}")
+            return 1
+        finally:
+            spy.send_signal(signal.SIGINT)  # py-spy writes its output when interrupted
+            spy.wait(60)
+            running.stop()
     finally:
         for broker in brokers:
             broker.stop()
