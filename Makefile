@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install setup jars demo test test-unit bench bench-quick lint format clean
+.PHONY: install setup jars demo test test-unit reliability bench bench-quick lint format clean
 
 $(BIN)/mirror: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ test: setup
 ## test-unit: pure-Python tests only, seconds
 test-unit: $(BIN)/mirror
 	$(BIN)/python -m pytest tests/unit
+
+## reliability: the fault, bad-input and security suite alone; rewrites docs/reliability.md (~15 min)
+reliability: setup
+	MIRROR_RELIABILITY_REPORT=docs/reliability.md $(BIN)/python -m pytest -m reliability
 
 $(VENV)/.bench: $(BIN)/mirror pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev,bench]'

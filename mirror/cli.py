@@ -35,6 +35,12 @@ def _build_parser() -> argparse.ArgumentParser:
     validate.add_argument("config", type=Path, help="path to mm2.yaml")
     validate.set_defaults(handler=_validate)
 
+    acls = commands.add_parser(
+        "acls", help="the ACLs mirror's principal needs on each cluster, as kafka-acls.sh commands"
+    )
+    acls.add_argument("config", type=Path, help="path to mm2.yaml")
+    acls.set_defaults(handler=_acls)
+
     _add_monitoring_commands(commands)
 
     config = commands.add_parser("config", help="configuration tools")
@@ -119,6 +125,24 @@ def _validate(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     print(f"# {args.config}: valid. Effective configuration, defaults included, secrets masked:")
     print(render_effective_config(config), end="")
+    return 0
+
+
+def _acls(args: argparse.Namespace) -> int:
+    from mirror.config import load_config
+    from mirror.security import kafka_acls_commands, required_acls
+
+    config = load_config(args.config)
+    bootstrap = {alias: cluster.bootstrap_servers for alias, cluster in config.clusters.items()}
+    principal = {}
+    for alias, cluster in config.clusters.items():
+        username = cluster.client_properties("admin").get("sasl.username")
+        principal[alias] = f"User:{username}" if username else "User:MIRROR_PRINCIPAL"
+    acls = required_acls(config)
+    for alias in dict.fromkeys(acl.cluster for acl in acls):
+        print(f"# cluster {alias} ({bootstrap[alias]}), for {principal[alias]}:")
+        for line in kafka_acls_commands([a for a in acls if a.cluster == alias], bootstrap, principal):
+            print(line)
     return 0
 
 
@@ -254,8 +278,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.debug:
         logging.getLogger("mirror.librdkafka").setLevel(logging.DEBUG)
     else:
-        # Their INFO lines (every job run, every py4j call) drown mirror's own progress lines.
-        logging.getLogger("py4j").setLevel(logging.WARNING)
+        # Their INFO lines (every job run, every py4j call) drown mirror's own progress lines. And
+        # py4j logs, with a traceback, every exception a foreachBatch callback passes back to Spark;
+        # the query fails with it and the supervisor reports it in one line, so those stay quiet.
+        logging.getLogger("py4j").setLevel(logging.CRITICAL)
         # A job still running at its next interval (a cluster not answering) is expected; the
         # progress line says so instead of a warning every interval.
         logging.getLogger("apscheduler").setLevel(logging.ERROR)

@@ -6,10 +6,15 @@
     ├── WireFormatError        bytes that are not a valid MM2/Connect record
     ├── KafkaClientError       a Kafka operation failed (translated from KafkaException)
     │   ├── ClusterUnreachableError
+    │   ├── ClusterAuthenticationError   wrong credentials (usage error, exit 2)
+    │   ├── NotAuthorizedError     an ACL is missing (usage error, exit 2)
     │   └── ProducerFencedError     a newer writer took over a transactional id (we are the zombie)
+    │       └── ProducerStuckError  librdkafka blocked past its own timeout: drop the producer
     ├── ReplicationError       a flow cannot go on without the user (record too large, data lost)
     │   ├── RecordTooLargeError
-    │   └── SourceTruncatedError
+    │   ├── SourceTruncatedError
+    │   ├── RemoteTopicDeletedError
+    │   └── RecordRejectedError
     ├── FlowTakenOverError     another `mirror run` instance now owns the flow
     └── LocalClusterError      the local broker launcher could not do its job
         └── JarResolutionError
@@ -58,10 +63,26 @@ class ClusterUnreachableError(KafkaClientError):
     retriable: ClassVar[bool] = True
 
 
+class ClusterAuthenticationError(KafkaClientError):
+    """A cluster refused the configured credentials: only the user can fix them."""
+
+    exit_code: ClassVar[int] = 2
+
+
+class NotAuthorizedError(KafkaClientError):
+    """The cluster's authorizer refused an operation: an ACL mirror needs is missing."""
+
+    exit_code: ClassVar[int] = 2
+
+
 class ProducerFencedError(KafkaClientError):
     """A producer with the same transactional id and a newer epoch exists; this one must stop."""
 
     retriable: ClassVar[bool] = True
+
+
+class ProducerStuckError(ProducerFencedError):
+    """A transactional call did not return long after its timeout; the producer must be replaced."""
 
 
 class ReplicationError(MirrorError):
@@ -74,6 +95,14 @@ class RecordTooLargeError(ReplicationError):
 
 class SourceTruncatedError(ReplicationError):
     """Source records were deleted (retention, topic re-created) before they were copied."""
+
+
+class RecordRejectedError(ReplicationError):
+    """The target refused a record as invalid (e.g. no key for a compacted topic)."""
+
+
+class RemoteTopicDeletedError(ReplicationError):
+    """A remote topic the flow had copied into was deleted (or re-created empty) on the target."""
 
 
 class FlowTakenOverError(MirrorError):

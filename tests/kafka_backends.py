@@ -9,13 +9,13 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mirror.local.broker import BrokerSpec, free_port
+from mirror.local.broker import BrokerSpec, LocalBroker, free_port
 from mirror.local.environment import start_brokers
 from mirror.local.jars import KAFKA_VERSION, kafka_libs
 
@@ -34,10 +34,15 @@ class KafkaCluster:
     alias: str
     bootstrap_servers: str
     libs: Path | None = None
-    pid: int | None = None  # the broker process, for fault tests (local backend only)
+    broker: LocalBroker | None = None  # the broker process, for fault tests (local backend only)
+    security: Mapping[str, str] = field(default_factory=dict)  # SASL client properties (admin)
+
+    @property
+    def pid(self) -> int | None:
+        return self.broker.pid if self.broker is not None else None
 
     def properties(self, **extra: str) -> dict[str, str]:
-        return {"bootstrap.servers": self.bootstrap_servers, **extra}
+        return {"bootstrap.servers": self.bootstrap_servers, **self.security, **extra}
 
 
 @contextmanager
@@ -46,7 +51,7 @@ def local_clusters(aliases: tuple[str, ...], root: Path) -> Iterator[list[KafkaC
     specs = [BrokerSpec(alias, root / alias, free_port(), free_port(), AUTHORIZER) for alias in aliases]
     brokers = start_brokers(specs, libs=libs)
     try:
-        yield [KafkaCluster(b.spec.alias, b.bootstrap_servers, libs, b.pid) for b in brokers]
+        yield [KafkaCluster(b.spec.alias, b.bootstrap_servers, libs, b) for b in brokers]
     finally:
         for broker in brokers:
             broker.stop()

@@ -7,9 +7,11 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -26,12 +28,15 @@ def write_config(
     topics: list[str],
     *,
     name: str = "mm2.yaml",
+    clusters: Mapping[str, Mapping[str, Any]] | None = None,
     **flow: Any,
 ) -> Path:
+    """An mm2.yaml with one flow source->target; `clusters` adds keys per alias (properties, ...)."""
+    extra = clusters or {}
     config = {
         "clusters": {
-            source.alias: {"bootstrap_servers": source.bootstrap_servers},
-            target.alias: {"bootstrap_servers": target.bootstrap_servers},
+            cluster.alias: {"bootstrap_servers": cluster.bootstrap_servers, **extra.get(cluster.alias, {})}
+            for cluster in (source, target)
         },
         "flows": {
             f"{source.alias}->{target.alias}": {
@@ -147,7 +152,7 @@ def wait_until_copying(
     before = total_copied(source, target, topics)
 
     def copying() -> None:
-        _assert_alive(run)
+        assert_alive(run)
         copied = total_copied(source, target, topics) - before
         assert copied >= more, f"{copied} of {more} records copied so far:\n{run.output()[-3000:]}"
 
@@ -168,7 +173,7 @@ def wait_until_caught_up(
     remote = {(t, p): (f"{remote_prefix}{t}", p) for t, p in ends}
 
     def caught_up() -> None:
-        _assert_alive(run)
+        assert_alive(run)
         try:
             positions = committed_positions(target, remote, group_flow)
         except Exception:  # noqa: BLE001 - remote topics may not exist yet
@@ -179,10 +184,10 @@ def wait_until_caught_up(
     assert_eventually(caught_up, timeout=timeout, interval=1)
 
 
-def _assert_alive(run: MirrorRun) -> None:
-    assert run.process.poll() is None, (
-        f"mirror run exited with {run.process.returncode}:\n{run.output()[-3000:]}"
-    )
+def assert_alive(run: MirrorRun) -> None:
+    """Fail at once (not an AssertionError, which assert_eventually would retry) if the run ended."""
+    if run.process.poll() is not None:
+        pytest.fail(f"mirror run exited with {run.process.returncode}:\n{run.output()[-3000:]}")
 
 
 def replicate_until_caught_up(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
@@ -16,18 +18,19 @@ class Record:
     timestamp: int
 
 
-def read_topic(bootstrap_servers: str, topic: str, timeout: float = 120.0) -> dict[int, list[Record]]:
+def read_topic(
+    bootstrap_servers: str, topic: str, timeout: float = 120.0, *, security: Mapping[str, str] | None = None
+) -> dict[int, list[Record]]:
     """Every committed record of `topic`, per partition, in offset order."""
-    end_reader = Consumer(
-        {"bootstrap.servers": bootstrap_servers, "group.id": "verify", "isolation.level": "read_uncommitted"}
-    )
+    client = {"bootstrap.servers": bootstrap_servers, **(security or {})}
+    end_reader = Consumer({**client, "group.id": "verify", "isolation.level": "read_uncommitted"})
     metadata = end_reader.list_topics(topic, timeout=30)
     partitions = sorted(metadata.topics[topic].partitions)
     ends = {p: end_reader.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in partitions}
     end_reader.close()
     reader = Consumer(
         {
-            "bootstrap.servers": bootstrap_servers,
+            **client,
             "group.id": "verify",
             "isolation.level": "read_committed",
             "enable.auto.commit": False,
@@ -71,3 +74,40 @@ def assert_same_records(source: dict[int, list[Record]], target: dict[int, list[
         )
         for index, (want, got) in enumerate(zip(expected, actual, strict=True)):
             assert got == want, f"partition {partition}, record {index}: {got!r} != {want!r}"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A target checked against its source, record by record, per partition."""
+
+    checked: int  # records on the source
+    lost: int  # on the source, not on the target
+    duplicated: int  # on the target more often than on the source (or not on the source at all)
+    out_of_order: int  # partitions holding exactly the source's records, in another order
+
+    @property
+    def exact(self) -> bool:
+        return self.lost == self.duplicated == self.out_of_order == 0
+
+    def __add__(self, other: Comparison) -> Comparison:
+        return Comparison(
+            self.checked + other.checked,
+            self.lost + other.lost,
+            self.duplicated + other.duplicated,
+            self.out_of_order + other.out_of_order,
+        )
+
+
+def compare_records(source: dict[int, list[Record]], target: dict[int, list[Record]]) -> Comparison:
+    """Counts rather than the first difference: what a fault report shows."""
+    lost = duplicated = out_of_order = checked = 0
+    for partition in sorted(set(source) | set(target)):
+        expected, actual = source.get(partition, []), target.get(partition, [])
+        checked += len(expected)
+        missing = Counter(expected) - Counter(actual)
+        extra = Counter(actual) - Counter(expected)
+        lost += sum(missing.values())
+        duplicated += sum(extra.values())
+        if not missing and not extra and actual != expected:
+            out_of_order += 1
+    return Comparison(checked, lost, duplicated, out_of_order)

@@ -158,6 +158,7 @@ class FlowConfig(_Model):
     offsets_storage_topic: str | None = None
     max_records_per_batch: Annotated[int, Field(ge=1)] = 400_000
     on_source_truncation: Literal["continue", "fail"] = "continue"
+    on_remote_topic_deleted: Literal["recopy", "fail"] = "recopy"
 
     @field_validator("topics", "topics_exclude", "groups", "groups_exclude", "config_properties_exclude")
     @classmethod

@@ -10,7 +10,13 @@ from typing import TypeVar
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from mirror.errors import ClusterUnreachableError, KafkaClientError
+from mirror.errors import (
+    ClusterAuthenticationError,
+    ClusterUnreachableError,
+    ConfigError,
+    KafkaClientError,
+    NotAuthorizedError,
+)
 
 # Right after a topic is created its leader may not be known everywhere yet.
 _TRANSIENT_CODES = {
@@ -41,10 +47,33 @@ def producer(properties: Mapping[str, str]) -> Producer:
     return Producer({**_QUIET, **properties})
 
 
+def check_properties(roles: Mapping[str, Mapping[str, str]], *, what: str) -> None:
+    """Build each role's client once, without using it: librdkafka rejects unknown or invalid
+    properties here, and the user learns which one at start-up rather than from a failed task."""
+    factories: dict[str, Callable[[Mapping[str, str]], object]] = {
+        "consumer": lambda p: consumer({"group.id": "mirror-property-check", **p}),
+        "producer": producer,
+        "admin": admin_client,
+    }
+    for role, properties in roles.items():
+        try:
+            factories[role](properties)
+        except KafkaException as exc:
+            problem = (
+                f"{what}: {role} client properties: {_reason(exc)}; fix or remove it "
+                "(librdkafka's CONFIGURATION.md lists every property)"
+            )
+            raise ConfigError([problem]) from exc
+
+
 def wait_until_reachable(properties: Mapping[str, str], *, timeout_seconds: float, what: str) -> None:
-    """Return once a broker answers a metadata request; ClusterUnreachableError after the timeout."""
+    """Return once a broker answers a metadata request; ClusterUnreachableError after the timeout.
+
+    Failed authentication is not worth waiting out: it raises ClusterAuthenticationError at once.
+    """
     bootstrap = properties.get("bootstrap.servers", "?")
-    admin = admin_client(properties)
+    seen: list[KafkaError] = []
+    admin = AdminClient({**_QUIET, **properties, "error_cb": seen.append})
     deadline = time.monotonic() + timeout_seconds
     last: Exception | None = None
     while True:
@@ -54,17 +83,40 @@ def wait_until_reachable(properties: Mapping[str, str], *, timeout_seconds: floa
             return
         except KafkaException as exc:
             last = exc
+        admin.poll(0)  # serves error_cb: what the connection attempts ran into
+        failed_auth = next((e for e in seen if e.code() == KafkaError._AUTHENTICATION), None)
+        if failed_auth is not None:
+            raise ClusterAuthenticationError(
+                f"{what}: {bootstrap} refused the credentials ({_first_sentence(failed_auth.str())}); "
+                "check sasl.mechanism, sasl.username and sasl.password in the cluster's properties"
+            )
         if time.monotonic() >= deadline:
+            connection = next((e for e in reversed(seen) if e.code() != KafkaError._ALL_BROKERS_DOWN), None)
             raise ClusterUnreachableError(
                 f"{what}: no Kafka broker answered at {bootstrap} within {timeout_seconds:g}s "
-                f"({_reason(last)}); "
-                "check bootstrap_servers and that the cluster is up"
+                f"({_reason(connection or last)}); "
+                f"{_hint(connection)}"
             )
 
 
-def _reason(exc: Exception | None) -> str:
+def _hint(error: KafkaError | None) -> str:
+    text = error.str() if error is not None else ""
+    if "Invalid response size" in text or "ApiVersion" in text or "Protocol parse failure" in text:
+        return "something answers there, but not the Kafka protocol: check the port in bootstrap_servers"
+    if "SSL" in text or "TLS" in text:
+        return "check security.protocol and the ssl.* properties"
+    return "check bootstrap_servers, security.protocol and that the cluster is up"
+
+
+def _first_sentence(text: str) -> str:
+    return text.split(" (after ", maxsplit=1)[0]
+
+
+def _reason(exc: Exception | KafkaError | None) -> str:
+    if isinstance(exc, KafkaError):
+        return _first_sentence(str(exc.str()))
     if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-        return str(exc.args[0].str())
+        return _first_sentence(str(exc.args[0].str()))
     return str(exc) if exc else "no answer"
 
 
@@ -85,8 +137,26 @@ def retrying(action: Callable[[], T], *, doing: str, timeout_seconds: float = 30
         time.sleep(0.2)
 
 
+AUTHORIZATION_CODES = {
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.GROUP_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    KafkaError.DELEGATION_TOKEN_AUTHORIZATION_FAILED,
+}
+
+
 def translate(exc: KafkaException, doing: str) -> KafkaClientError:
     """A KafkaClientError that says what we were doing and what the broker said."""
     error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
     detail = error.str() if error is not None else str(exc)
+    if error is not None and error.code() in AUTHORIZATION_CODES:
+        return not_authorized(doing, detail)
     return KafkaClientError(f"{doing}: {detail}")
+
+
+def not_authorized(doing: str, detail: str) -> NotAuthorizedError:
+    return NotAuthorizedError(
+        f"{doing}: {detail.rstrip('.')}; an ACL is missing for mirror's principal: "
+        "`mirror acls <mm2.yaml>` lists the ACLs each cluster needs"
+    )

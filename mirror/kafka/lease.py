@@ -7,25 +7,38 @@ it must stop. The data path fences zombies on its own; the lease turns that into
 
 from __future__ import annotations
 
+import logging
 import time
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
-from mirror.errors import FlowTakenOverError
+from mirror.errors import FlowTakenOverError, KafkaClientError, ProducerStuckError
 from mirror.kafka.clients import consumer, producer, translate
+from mirror.kafka.transactions import (
+    AbortableError,
+    RetriableError,
+    bounded,
+    lease_reader_properties,
+    stop_if_flow_taken_over,
+)
 from mirror.replication.settings import FlowSettings
+
+log = logging.getLogger(__name__)
+
+STUCK_RENEWALS = 5  # consecutive failed renewals before the producer is replaced
 
 
 class FlowLease:
     def __init__(self, settings: FlowSettings) -> None:
         self._settings = settings
-        self._producer = producer(
-            {**settings.target_producer, "transactional.id": settings.lease_transactional_id()}
-        )
+        self._producer = self._new_producer()
         self._group = consumer({**settings.target_consumer, "group.id": settings.lease_group()})
+        self._owner_reader = consumer(lease_reader_properties(settings))
         # When the target last answered; renewals are the flow's heartbeat with its target.
         self.last_renewed = time.monotonic()
         self._unfinished = False
+        self._needs_init = False
+        self._failures = 0
 
     def acquire(self) -> None:
         try:
@@ -44,27 +57,64 @@ class FlowLease:
     def renew(self) -> None:
         """Raise FlowTakenOverError if another instance acquired the lease since."""
         try:
+            if self._needs_init:
+                self._producer.init_transactions(60)
+                self._needs_init = False
             if self._unfinished:
                 # A renewal that timed out (the target not answering) left its transaction open.
                 self._abort_unfinished()
             self._commit_mark()
             self.last_renewed = time.monotonic()
+            self._failures = 0
+        except ProducerStuckError as exc:
+            self._retake_unless_taken_over(str(exc))
         except KafkaException as exc:
-            if exc.args[0].fatal():
-                raise FlowTakenOverError(
-                    f"flow {self._settings.name}: another mirror instance took over this flow; "
-                    "this one stops (run one instance per flow)"
-                ) from exc
+            self._failures += 1
+            log.debug("flow %s: lease renewal failed: %s", self._settings.name, exc.args[0].str())
+            # Fatal: fenced. Failing again and again: a target that answers again may have expired
+            # the transaction this producer still holds open, and it never recovers on its own.
+            # Either way, a fresh producer is the remedy unless another instance owns the flow.
+            if exc.args[0].fatal() or self._failures >= STUCK_RENEWALS:
+                self._retake_unless_taken_over(exc.args[0].str())
             # Anything else (the target away for a while) is retried at the next renewal.
+
+    def _retake_unless_taken_over(self, failure: str) -> None:
+        """The lease producer was fenced or is stuck. By another instance, or by the target itself: a
+        restarted transaction coordinator, or one that expired the renewal left open while away."""
+        try:
+            stop_if_flow_taken_over(self._settings, self._owner_reader)
+        except FlowTakenOverError:
+            raise FlowTakenOverError(
+                f"flow {self._settings.name}: another mirror instance took over this flow; "
+                "this one stops (run one instance per flow)"
+            ) from None
+        except (RetriableError, AbortableError, KafkaClientError):
+            return  # the target cannot say yet; the next renewal asks again
+        log.info(
+            "flow %s: the lease's producer failed (%s) and no other instance owns the flow; taking it again",
+            self._settings.name,
+            failure,
+        )
+        self._producer = self._new_producer()
+        self._unfinished = False
+        self._needs_init = True  # the next renewal initialises it, and commits the mark again
+        self._failures = 0
+
+    def _new_producer(self) -> Producer:
+        return producer(
+            {**self._settings.target_producer, "transactional.id": self._settings.lease_transactional_id()}
+        )
 
     def _commit_mark(self) -> None:
         # An empty transaction never reaches the coordinator; committing a group offset does.
         # Its metadata names this instance: the flow's owner, as fenced tasks check (range_copier).
         mark = [TopicPartition(self._settings.offsets_topic, 0, 0, metadata=self._settings.instance_id)]
+        doing = f"flow {self._settings.name}: renewing the lease"
+        metadata = self._group.consumer_group_metadata()
         self._producer.begin_transaction()
         self._unfinished = True
-        self._producer.send_offsets_to_transaction(mark, self._group.consumer_group_metadata(), 30)
-        self._producer.commit_transaction(30)
+        bounded(lambda: self._producer.send_offsets_to_transaction(mark, metadata, 30), 30, doing)
+        bounded(lambda: self._producer.commit_transaction(30), 30, doing)
         self._unfinished = False
 
     def _abort_unfinished(self) -> None:
@@ -77,3 +127,4 @@ class FlowLease:
 
     def close(self) -> None:
         self._group.close()
+        self._owner_reader.close()

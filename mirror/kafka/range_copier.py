@@ -27,7 +27,10 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from mirror.errors import (
     KafkaClientError,
     ProducerFencedError,
+    ProducerStuckError,
+    RecordRejectedError,
     RecordTooLargeError,
+    RemoteTopicDeletedError,
     SourceTruncatedError,
 )
 from mirror.kafka.admin import committed_positions
@@ -37,6 +40,7 @@ from mirror.kafka.source_offsets import SourcePartition, encode_key, encode_valu
 from mirror.kafka.transactions import (
     AbortableError,
     RetriableError,
+    bounded,
     call,
     classify,
     commit,
@@ -76,6 +80,8 @@ class RangeStats:
     fenced: int = 0
     aborted: int = 0
     truncated_records: int = 0
+    # Where the range really started copying when its remote partition had been re-created empty.
+    recopied_from: int = -1
     seconds: float = 0.0
     max_record_age_seconds: float = 0.0
 
@@ -87,8 +93,9 @@ class _Deliveries:
     remote_topic: str = ""
     downstream: list[int] = field(default_factory=list)
     error: KafkaError | None = None
-    failed_index: int = -1
+    failed_index: int = -1  # the largest failed record: the one to name when it is too large
     failed_size: int = -1
+    first_failed_index: int = -1
 
     def reset(self, remote_topic: str) -> None:
         self.remote_topic = remote_topic
@@ -96,6 +103,7 @@ class _Deliveries:
         self.error = None
         self.failed_index = -1
         self.failed_size = -1
+        self.first_failed_index = -1
 
     def on_delivery(self, error: KafkaError | None, message: Message) -> None:
         if message.topic() != self.remote_topic:
@@ -105,6 +113,8 @@ class _Deliveries:
             size = len(message.value() or b"") + len(message.key() or b"")
             if self.error is None or size > self.failed_size:
                 self.error, self.failed_index, self.failed_size = error, len(self.downstream), size
+            if self.first_failed_index < 0:
+                self.first_failed_index = len(self.downstream)
             self.downstream.append(-1)
         else:
             # Per partition, librdkafka reports deliveries in produce order (idempotent producer).
@@ -261,8 +271,8 @@ def _abort(transactional_id: str) -> None:
     if writer is None:
         return
     try:
-        writer.producer.abort_transaction(30)
-    except KafkaException:
+        bounded(lambda: writer.producer.abort_transaction(30), 30, f"aborting {transactional_id}")
+    except (KafkaException, ProducerStuckError):
         _evict(transactional_id)
 
 
@@ -312,7 +322,8 @@ def _copy_once(
 
     # After init_transactions no older attempt can still commit, so this is the whole truth.
     committed = committed_positions(positions, [(remote_topic, partition)])
-    begin = committed.get((remote_topic, partition), source_range.start)
+    found = committed.get((remote_topic, partition))
+    begin = found if found is not None else _begin_without_position(job, stats)
     stats.copied_from = begin
     if begin >= source_range.end:
         stats.skipped = True
@@ -331,7 +342,7 @@ def _copy_once(
         # a producer fenced since it was cached (P4) finds out now, before doing the work.
         metadata = positions.consumer_group_metadata()
         call(
-            lambda: producer.send_offsets_to_transaction(position, metadata, 60),
+            lambda: bounded(lambda: producer.send_offsets_to_transaction(position, metadata, 60), 60, where),
             f"{where}: adding the position to the transaction",
         )
 
@@ -371,12 +382,84 @@ def _copy_once(
         stats.max_record_age_seconds = max(0.0, time.time() - copied.oldest_timestamp_ms / 1000)
 
 
-def _check_truncation(job: _RangeJob, source: Consumer, begin: int, stats: RangeStats) -> int:
-    settings, topic, partition = job.settings, job.topic, job.partition
+def _begin_without_position(job: _RangeJob, stats: RangeStats) -> int:
+    """Where a range starts when the positions group has no offset for its remote partition.
+
+    Normally that is a new partition, planned from the source's earliest offset, and the range's
+    start is right. But Kafka drops a group's offsets when their topic is deleted: a range that
+    starts past the source's earliest offset, into a remote partition holding no committed record,
+    is copying into a remote topic deleted (or deleted and re-created) after records went into it.
+    Resuming at the range's start would leave the re-created topic without them, silently.
+    """
+    settings, start = job.settings, job.source_range.start
+    low = _source_earliest(job, _source_consumer(settings))
+    if start <= low or not _holds_no_committed_record(job):
+        return start
+    message = (
+        f"{job.where}: {job.remote_topic}-{job.partition} on {settings.target} holds no record, but "
+        f"{start - low:,} records (offsets {low}..{start - 1}) had been copied into it: the remote "
+        "topic was deleted or re-created"
+    )
+    if settings.on_remote_topic_deleted == "fail":
+        raise RemoteTopicDeletedError(
+            f"{message}; restore it, or set on_remote_topic_deleted: recopy to copy the partition "
+            f"again from offset {low}"
+        )
+    log.error("%s; copying the partition again from offset %d", message, low)
+    stats.recopied_from = low
+    return low
+
+
+def _holds_no_committed_record(job: _RangeJob) -> bool:
+    """True if the remote partition has no committed record (aborted ones and markers do not count)."""
+    settings = job.settings
+    reader = _cached_consumer(
+        settings,
+        "remote",
+        {
+            **settings.target_consumer,
+            "group.id": f"mirror-{settings.source}-{settings.target}-copier",
+            "enable.auto.commit": "false",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": "true",
+        },
+    )
+    remote = TopicPartition(job.remote_topic, job.partition)
+    low, high = call(
+        lambda: reader.get_watermark_offsets(remote, timeout=30, cached=False),
+        f"{job.where}: reading the remote partition's watermarks",
+    )
+    if high <= low:
+        return True
+    reader.assign([TopicPartition(job.remote_topic, job.partition, low)])
+    deadline = time.monotonic() + STALL_SECONDS
+    try:
+        while time.monotonic() < deadline:
+            for message in reader.consume(num_messages=1, timeout=POLL_SECONDS):
+                error = message.error()
+                if error is None:
+                    return False
+                if error.code() == KafkaError._PARTITION_EOF:
+                    return True
+                raise classify(KafkaException(error), f"{job.where}: reading {job.remote_topic}")
+    finally:
+        reader.unassign()
+    raise RetriableError(f"{job.where}: could not read {job.remote_topic} to its end in {STALL_SECONDS:g}s")
+
+
+def _source_earliest(job: _RangeJob, source: Consumer) -> int:
     low, _ = call(
-        lambda: source.get_watermark_offsets(TopicPartition(topic, partition), timeout=30, cached=False),
+        lambda: source.get_watermark_offsets(
+            TopicPartition(job.topic, job.partition), timeout=30, cached=False
+        ),
         f"{job.where}: reading the source watermarks",
     )
+    return int(low)
+
+
+def _check_truncation(job: _RangeJob, source: Consumer, begin: int, stats: RangeStats) -> int:
+    settings = job.settings
+    low = _source_earliest(job, source)
     if begin >= low:
         return begin
     lost = low - begin
@@ -502,6 +585,15 @@ def _raise_delivery_error(job: _RangeJob, deliveries: _Deliveries, upstream_offs
             f"{job.settings.target} accepts for {job.remote_topic} ({error.str()}); raise "
             f"max.message.bytes on {job.settings.target}'s {job.remote_topic} and the producer's "
             "message.max.bytes"
+        )
+    if error.code() == KafkaError.INVALID_RECORD:
+        offset = upstream_offsets[deliveries.first_failed_index]
+        raise RecordRejectedError(
+            f"{job.where}: {job.settings.target} refused the record at offset {offset} for "
+            f"{job.remote_topic} as invalid ({error.str()}); a compacted topic takes only records "
+            f"with keys: make {job.remote_topic}'s cleanup.policy (and other configs) match "
+            f"{job.settings.source}'s {job.topic}, which the topic config sync does unless "
+            "config_properties_exclude names them"
         )
     raise classify(KafkaException(error), f"{job.where}: delivering to {job.remote_topic}")
 

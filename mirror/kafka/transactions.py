@@ -7,12 +7,14 @@ flow); abortable -> abort and retry; retriable -> retry; anything else -> a Kafk
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from mirror.errors import FlowTakenOverError, KafkaClientError, ProducerFencedError
+from mirror.errors import FlowTakenOverError, KafkaClientError, ProducerFencedError, ProducerStuckError
+from mirror.kafka.clients import AUTHORIZATION_CODES, not_authorized
 from mirror.kafka.clients import producer as new_producer
 from mirror.replication.settings import FlowSettings
 
@@ -32,6 +34,8 @@ def classify(exc: KafkaException, doing: str) -> Exception:
     error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
     if error is None:
         return KafkaClientError(f"{doing}: {exc}")
+    if error.code() in AUTHORIZATION_CODES:
+        return not_authorized(doing, error.str())  # before fatal(): a missing ACL is no fencing
     if error.code() in _FENCED_CODES or error.fatal():
         return ProducerFencedError(f"{doing}: fenced by a newer producer ({error.str()})")
     if error.txn_requires_abort():
@@ -48,10 +52,49 @@ def call(action: Callable[[], Any], doing: str) -> Any:
         raise classify(exc, doing) from exc
 
 
+T = TypeVar("T")
+# How long past its own timeout a transactional call may block before the producer is given up.
+STUCK_GRACE_SECONDS = 15.0
+
+
+def bounded(action: Callable[[], T], timeout_seconds: float, doing: str) -> T:
+    """Run a blocking transactional call of librdkafka, but give up on it `STUCK_GRACE_SECONDS`
+    after its own timeout.
+
+    After the broker holding the transaction coordinator was SIGKILLed and restarted, producers
+    that had a transaction open blocked in send_offsets_to_transaction for minutes, far past its
+    timeout, while fresh producers worked at once (tests/reliability/test_cluster_faults.py). The
+    call runs on a helper thread; if it is still blocked, ProducerStuckError tells the caller to
+    drop the producer and make a new one, whose initialisation fences the stuck one. The helper
+    thread stays blocked with the abandoned producer.
+    """
+    done = threading.Event()
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, action()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread below
+            outcome.append((False, exc))
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="librdkafka-call", daemon=True).start()
+    if not done.wait(timeout_seconds + STUCK_GRACE_SECONDS):
+        raise ProducerStuckError(
+            f"{doing}: librdkafka did not return {timeout_seconds + STUCK_GRACE_SECONDS:g}s after the call; "
+            "replacing the producer"
+        )
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value  # type: ignore[no-any-return]
+
+
 def commit(producer: Producer, where: str) -> None:
     for _ in range(COMMIT_TRIES):
         try:
-            producer.commit_transaction(60)
+            bounded(lambda: producer.commit_transaction(60), 60, f"{where}: committing")
             return
         except KafkaException as exc:
             classified = classify(exc, f"{where}: committing")
@@ -70,7 +113,7 @@ def init_transactions(producer: Producer, doing: str) -> None:
     every range paid it.
     """
     call(lambda: producer.list_topics(timeout=30), f"{doing} (reading metadata)")
-    call(lambda: producer.init_transactions(60), doing)
+    call(lambda: bounded(lambda: producer.init_transactions(60), 60, doing), doing)
 
 
 def small_writer(

@@ -50,6 +50,60 @@ def port_in_use(port: int) -> bool:
         return sock.connect_ex((HOST, port)) == 0
 
 
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+ADMIN_USER = "admin"
+
+
+@dataclass(frozen=True)
+class SaslUsers:
+    """A secured broker: clients authenticate with SASL (PLAIN or SCRAM) and an authorizer checks ACLs.
+
+    Every user can log in with PLAIN and with both SCRAM mechanisms. `admin` is the super user the
+    broker itself and the launcher use; nobody else may do anything an ACL does not allow.
+    """
+
+    admin_password: str
+    users: Mapping[str, str] = field(default_factory=dict)  # name -> password
+
+    def all_users(self) -> dict[str, str]:
+        return {ADMIN_USER: self.admin_password, **self.users}
+
+    def client_properties(self, user: str = ADMIN_USER, mechanism: str = "PLAIN") -> dict[str, str]:
+        return {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": mechanism,
+            "sasl.username": user,
+            "sasl.password": self.all_users()[user],
+        }
+
+    def broker_settings(self) -> dict[str, str]:
+        plain_users = " ".join(f'user_{name}="{password}"' for name, password in self.all_users().items())
+        plain = (
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'username="{ADMIN_USER}" password="{self.admin_password}" {plain_users};'
+        )
+        scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        return {
+            "sasl.enabled.mechanisms": ",".join(("PLAIN", *SCRAM_MECHANISMS)),
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain,
+            **{f"listener.name.sasl_plaintext.{m.lower()}.sasl.jaas.config": scram for m in SCRAM_MECHANISMS},
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "allow.everyone.if.no.acl.found": "false",
+            # The controller listener stays PLAINTEXT on loopback; its principal is ANONYMOUS.
+            "super.users": f"User:{ADMIN_USER};User:ANONYMOUS",
+        }
+
+    def scram_arguments(self) -> list[str]:
+        """`kafka-storage format` arguments that create every user's SCRAM credentials."""
+        return [
+            argument
+            for name, password in self.all_users().items()
+            for mechanism in SCRAM_MECHANISMS
+            for argument in ("--add-scram", f"{mechanism}=[name={name},password={password}]")
+        ]
+
+
 @dataclass(frozen=True)
 class BrokerSpec:
     """Where a local cluster lives and listens; enough to start it again after a stop."""
@@ -59,10 +113,16 @@ class BrokerSpec:
     port: int
     controller_port: int
     overrides: Mapping[str, str] = field(default_factory=dict)
+    sasl: SaslUsers | None = None
 
     @property
     def bootstrap_servers(self) -> str:
         return f"{HOST}:{self.port}"
+
+    def client_properties(self) -> dict[str, str]:
+        """What a client of the launcher's own (readiness checks) connects with: admin when secured."""
+        security = self.sasl.client_properties() if self.sasl is not None else {}
+        return {"bootstrap.servers": self.bootstrap_servers, **security}
 
     @property
     def data_dir(self) -> Path:
@@ -119,17 +179,19 @@ class LocalBroker:
 
     def write_properties(self) -> None:
         spec = self.spec
+        listener = "PLAINTEXT" if spec.sasl is None else "SASL_PLAINTEXT"
         settings = {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@{HOST}:{spec.controller_port}",
-            "listeners": f"PLAINTEXT://{HOST}:{spec.port},CONTROLLER://{HOST}:{spec.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{HOST}:{spec.port}",
+            "listeners": f"{listener}://{HOST}:{spec.port},CONTROLLER://{HOST}:{spec.controller_port}",
+            "advertised.listeners": f"{listener}://{HOST}:{spec.port}",
             "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": listener,
+            "listener.security.protocol.map": f"{listener}:{listener},CONTROLLER:PLAINTEXT",
             "log.dirs": str(spec.data_dir.resolve()),
             **SINGLE_NODE_SETTINGS,
+            **(spec.sasl.broker_settings() if spec.sasl is not None else {}),
             **spec.overrides,
         }
         spec.directory.mkdir(parents=True, exist_ok=True)
@@ -144,6 +206,7 @@ class LocalBroker:
         command = [
             *self._jvm_args(), "kafka.tools.StorageTool", "format",
             f"--cluster-id={_new_cluster_id()}", "-c", str(self.spec.properties_file),
+            *(self.spec.sasl.scram_arguments() if self.spec.sasl is not None else []),
         ]  # fmt: skip
         result = subprocess.run(command, capture_output=True, text=True, check=False)
         if result.returncode != 0:
@@ -173,7 +236,7 @@ class LocalBroker:
 
     def wait_until_ready(self, timeout_seconds: float = 60.0) -> None:
         deadline = time.monotonic() + timeout_seconds
-        properties = {"bootstrap.servers": self.bootstrap_servers}
+        properties = self.spec.client_properties()
         while True:
             if self._process is not None and self._process.poll() is not None:
                 raise LocalClusterError(
@@ -193,6 +256,13 @@ class LocalBroker:
                 return
             except ClusterUnreachableError:
                 continue
+
+    def kill(self) -> None:
+        """SIGKILL the broker, as a crash would; start() brings it back with its data."""
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait(timeout=30)
+            self._process = None
 
     def stop(self, timeout_seconds: float = 30.0) -> None:
         if self._process is not None:

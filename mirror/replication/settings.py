@@ -40,6 +40,7 @@ class FlowSettings:
     internal_replication_factor: int | None = None
     config_properties_exclude: list[str] = field(default_factory=list)
     on_source_truncation: str = "continue"
+    on_remote_topic_deleted: str = "recopy"
     # Which `mirror run` this is; the lease records its owner so fenced tasks of another run stop.
     instance_id: str = ""
     groups: list[str] = field(default_factory=list)
@@ -162,6 +163,7 @@ def flow_settings(
         internal_replication_factor=flow.internal_topics_replication_factor,
         config_properties_exclude=list(flow.config_properties_exclude),
         on_source_truncation=flow.on_source_truncation,
+        on_remote_topic_deleted=flow.on_remote_topic_deleted,
         instance_id=instance_id,
         groups=list(flow.groups),
         groups_exclude=list(flow.groups_exclude),

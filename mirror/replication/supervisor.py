@@ -31,7 +31,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from mirror.config.models import FlowConfig, MirrorConfig
 from mirror.errors import ConfigError, FlowTakenOverError, MirrorError, ReplicationError
-from mirror.kafka.clients import wait_until_reachable
+from mirror.kafka.clients import check_properties, wait_until_reachable
 from mirror.kafka.fencing import fence_previous_writers
 from mirror.kafka.lease import FlowLease
 from mirror.kafka.positions import reconcile_positions
@@ -51,7 +51,13 @@ PROGRESS_SECONDS = 5.0
 DRAIN_SECONDS = 60.0
 RESTART_BACKOFF_SECONDS = (2.0, 5.0, 10.0, 30.0, 60.0)
 # Failures only the user can fix; anything else (a cluster away for a while) restarts the query.
-_USER_ERRORS = ("RecordTooLargeError", "SourceTruncatedError")
+_USER_ERRORS = (
+    "RecordTooLargeError",
+    "RecordRejectedError",
+    "SourceTruncatedError",
+    "RemoteTopicDeletedError",
+    "NotAuthorizedError",
+)
 EXIT_OK, EXIT_FAILED = 0, 1
 _MIRROR_ERROR_LINE = re.compile(r"(?:mirror\.errors\.)?(\w+Error): (flow [^\n]+)")
 
@@ -172,6 +178,7 @@ class Supervisor:
 
     def _start(self, enabled: list[tuple[FlowSettings, FlowConfig]], scheduler: BackgroundScheduler) -> None:
         metrics = self._config.metrics
+        self._check_state_dir()
         if metrics.enabled:
             serve(self.registry, metrics.host, metrics.port)
         self._reach_clusters([settings for settings, _ in enabled])
@@ -207,7 +214,7 @@ class Supervisor:
                     settings,
                     state / "source",
                     flow.stop_file,
-                    _recorder(flow.progress, self._metrics),
+                    _recorder(flow.progress, self._metrics, self._out),
                 ),
             )
         ]
@@ -281,10 +288,31 @@ class Supervisor:
                 flow.active_groups.discard(group)
                 self._out(f"flow {flow.settings.name}: group {group} is empty again and now synced")
 
+    def _check_state_dir(self) -> None:
+        """Spark writes its checkpoints here; fail now, in one line, rather than inside Spark."""
+        directory = self._config.spark.checkpoint_dir
+        if "://" in directory:
+            return  # hdfs://, s3a://...: only Spark can reach it
+        try:
+            self._state_dir.mkdir(parents=True, exist_ok=True)
+            probe = self._state_dir / f".write-check-{self.instance_id}"
+            probe.touch()
+            probe.unlink()
+        except OSError as exc:
+            problem = (
+                f"spark.checkpoint_dir {directory}: cannot write there ({exc.strerror}); choose a "
+                "directory mirror may create and write, or fix its permissions"
+            )
+            raise ConfigError([problem]) from exc
+
     def _reach_clusters(self, settings: list[FlowSettings]) -> None:
         aliases = dict.fromkeys(alias for s in settings for alias in (s.source, s.target))
         for alias in aliases:
             cluster = self._config.clusters[alias]
+            check_properties(
+                {role: cluster.client_properties(role) for role in ("admin", "producer", "consumer")},
+                what=f"cluster {alias}",
+            )
             wait_until_reachable(
                 cluster.client_properties("admin"),
                 timeout_seconds=cluster.connect_timeout_seconds,
@@ -304,6 +332,18 @@ class Supervisor:
         topic_sync = TopicSync(settings)
         topic_sync.ensure_internal_topics()
         topic_sync.sync()
+        policy = settings.policy()
+        # Heartbeats topics are copied whatever the filter says; they do not count as a match.
+        if all(policy.is_heartbeats_topic(topic) for topic in topic_sync.selected_topics()):
+            self._out(
+                f"flow {settings.name}: warning: no topic on {settings.source} matches topics "
+                f"{settings.topics} (topics_exclude {settings.topics_exclude}); nothing to copy until one "
+                f"is created{' (checked every refresh)' if flow_config.refresh_topics else ''}"
+            )
+        if flow_config.sync_topic_configs:
+            # Before the first copy: a remote topic created by hand with other configs (say
+            # cleanup.policy=compact) would refuse records its source topic takes.
+            topic_sync.sync_configs()
         # Before any position is read: abort what a killed run left open, fence what still runs.
         replicated = topic_sync.replicated_partitions()
         fence_previous_writers(settings, replicated)
@@ -435,11 +475,18 @@ def _drain(query: StreamingQuery | None, deadline: float) -> None:
 
 
 def _recorder(
-    progress: FlowProgress, metrics: SourceMetrics
+    progress: FlowProgress, metrics: SourceMetrics, out: Callable[[str], None]
 ) -> Callable[[FlowSettings, list[dict[str, Any]], int], None]:
     def record(settings: FlowSettings, rows: list[dict[str, Any]], _batch_id: int) -> None:
         progress.add(rows)
         metrics.record_ranges(settings.name, rows)
+        for row in rows:
+            if row["recopied_from"] >= 0:
+                out(
+                    f"flow {settings.name}: {settings.remote_topic(row['topic'])}-{row['partition']} on "
+                    f"{settings.target} had been deleted or re-created empty; copied {row['topic']}-"
+                    f"{row['partition']} into it again from offset {row['recopied_from']}"
+                )
 
     return record
 

@@ -41,56 +41,45 @@ class TopicSync:
         self._source_admin = admin_client(settings.source_admin)
         self._target_admin = admin_client(settings.target_admin)
         self._acl_sync_skipped = False
-        self._offset_syncs_admin = (
-            self._target_admin if settings.offset_syncs_location == "target" else self._source_admin
-        )
 
     def ensure_internal_topics(self) -> None:
+        """Create the flow's internal topics that do not exist yet (compacted, as MM2's are).
+
+        Existing ones are left alone, so a principal without Create can run against topics an
+        administrator created beforehand.
+        """
         s = self._settings
-        compact = {"cleanup.policy": "compact"}
-        if create_topic(
-            self._target_admin,
-            s.offsets_topic,
-            partitions=OFFSETS_TOPIC_PARTITIONS,
-            replication_factor=s.internal_replication_factor,
-            config=compact,
-        ):
-            log.info("flow %s: created offsets topic %s on %s", s.name, s.offsets_topic, s.target)
-        if s.emit_offset_syncs and create_topic(
-            self._offset_syncs_admin,
-            s.offset_syncs_topic(),
-            partitions=1,
-            replication_factor=s.internal_replication_factor,
-            config=compact,
-        ):
-            log.info("flow %s: created offset-syncs topic %s", s.name, s.offset_syncs_topic())
-        # MM2's single-partition compacted topics, and each component's own offsets topic.
-        wanted: list[tuple[AdminClient, str, str, int]] = []
+        source, target = (self._source_admin, s.source), (self._target_admin, s.target)
+        offset_syncs = target if s.offset_syncs_location == "target" else source
+        wanted: list[tuple[tuple[AdminClient, str], str, int]] = [
+            (target, s.offsets_topic, OFFSETS_TOPIC_PARTITIONS)
+        ]
+        if s.emit_offset_syncs:
+            wanted.append((offset_syncs, s.offset_syncs_topic(), 1))
         if s.emit_checkpoints:
             wanted += [
-                (self._target_admin, s.target, s.checkpoints_topic(), 1),
-                (self._target_admin, s.target, s.checkpoint_offsets_topic(), OFFSETS_TOPIC_PARTITIONS),
+                (target, s.checkpoints_topic(), 1),
+                (target, s.checkpoint_offsets_topic(), OFFSETS_TOPIC_PARTITIONS),
             ]
         heartbeats = s.policy().heartbeats_topic()
         if s.emit_heartbeats:
-            wanted += [
-                (self._target_admin, s.target, heartbeats, 1),
-                (self._target_admin, s.target, s.heartbeat_offsets_topic(s.source), 1),
-            ]
+            wanted += [(target, heartbeats, 1), (target, s.heartbeat_offsets_topic(s.source), 1)]
         if s.reverse_heartbeats:
-            wanted += [
-                (self._source_admin, s.source, heartbeats, 1),
-                (self._source_admin, s.source, s.heartbeat_offsets_topic(s.target), 1),
-            ]
-        for admin, cluster, topic, partitions in wanted:
+            wanted += [(source, heartbeats, 1), (source, s.heartbeat_offsets_topic(s.target), 1)]
+        existing = {
+            alias: set(list_topics(admin, what=f"cluster {alias}")) for admin, alias in (source, target)
+        }
+        for (admin, alias), topic, partitions in wanted:
+            if topic in existing[alias]:
+                continue
             if create_topic(
                 admin,
                 topic,
                 partitions=partitions,
                 replication_factor=s.internal_replication_factor,
-                config=compact,
+                config={"cleanup.policy": "compact"},
             ):
-                log.info("flow %s: created %s on %s", s.name, topic, cluster)
+                log.info("flow %s: created %s on %s", s.name, topic, alias)
 
     def sync(self) -> SyncResult:
         s = self._settings
@@ -151,24 +140,29 @@ class TopicSync:
             for partition in range(min(source[topic].partitions, target[remote].partitions))
         ]
 
-    def _replicated(self) -> dict[str, str]:
-        """Source topics of this flow that exist on the target, with their remote names."""
+    def selected_topics(self) -> list[str]:
+        """Source topics this flow copies (whether or not their remote topic exists yet)."""
         s = self._settings
         source = list_topics(self._source_admin, what=f"source cluster {s.source}")
-        target = list_topics(self._target_admin, what=f"target cluster {s.target}")
         policy, topic_filter = s.policy(), s.topic_filter()
-        return {
-            topic: s.remote_topic(topic)
+        return sorted(
+            topic
             for topic in source
-            if s.remote_topic(topic) in target
-            and should_replicate_topic(
+            if should_replicate_topic(
                 topic,
                 topic_filter=topic_filter,
                 policy=policy,
                 target_alias=s.target,
                 heartbeats_replication_enabled=s.heartbeats_replication,
             )
-        }
+        )
+
+    def _replicated(self) -> dict[str, str]:
+        """Source topics of this flow that exist on the target, with their remote names."""
+        s = self._settings
+        target = list_topics(self._target_admin, what=f"target cluster {s.target}")
+        remote = {topic: s.remote_topic(topic) for topic in self.selected_topics()}
+        return {topic: name for topic, name in remote.items() if name in target}
 
     def sync_acls(self) -> int:
         """Copy topic ACLs with MM2's rules; returns how many bindings were created on the target."""

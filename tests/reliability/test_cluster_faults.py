@@ -1,12 +1,12 @@
-"""A cluster that stops answering in the middle of a run: mirror waits it out, nothing is lost,
-and heartbeats into the cluster that still answers keep coming."""
+"""Brokers that crash or freeze in the middle of a run: mirror waits them out, nothing is lost or
+duplicated, and heartbeats into the cluster that still answers keep coming."""
 
 from __future__ import annotations
 
 import os
 import re
 import signal
-import threading
+import subprocess
 import time
 from pathlib import Path
 
@@ -18,12 +18,22 @@ from mirror.kafka.tail import PartitionTail
 from mirror.kafka.wire import Heartbeat
 from tests.helpers import assert_eventually, create_topic, unique_name
 from tests.kafka_backends import KafkaCluster
-from tests.mirror_process import MirrorRun, wait_until_caught_up, wait_until_copying, write_config
-from tests.records import assert_same_records, read_topic
+from tests.mirror_process import (
+    MirrorRun,
+    assert_alive,
+    wait_until_caught_up,
+    wait_until_copying,
+    write_config,
+)
+from tests.reliability.conftest import Record
+from tests.reliability.traffic import Traffic, compare_topics
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.reliability]
 
-STALL_SECONDS = 40  # longer than the clients' 30 s request timeouts
+STALL_SECONDS = 25  # longer than the transaction timeout below, so the broker aborts what was open
+TRANSACTION_TIMEOUT_MS = 10_000
+DOWN_SECONDS = 10  # how long a killed broker stays down
+BACKLOG = 20_000  # records on the source before mirror starts; more arrive throughout
 
 
 def produce(cluster: KafkaCluster, topic: str, count: int, offset: int) -> None:
@@ -35,38 +45,104 @@ def produce(cluster: KafkaCluster, topic: str, count: int, offset: int) -> None:
     assert producer.flush(60) == 0
 
 
-def test_a_target_that_stops_answering_mid_run_loses_and_duplicates_nothing(
-    source_cluster: KafkaCluster, target_cluster: KafkaCluster, tmp_path: Path, request: pytest.FixtureRequest
+@pytest.mark.parametrize("which", ["target", "source"])
+def test_a_broker_killed_and_restarted_mid_stream_loses_and_duplicates_nothing(
+    source_cluster: KafkaCluster,
+    target_cluster: KafkaCluster,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    reliability: Record,
+    which: str,
+) -> None:
+    victim = target_cluster if which == "target" else source_cluster
+    assert victim.broker is not None, "this fault test needs the local broker backend"
+    topic = unique_name(request, f"{which}-crash-")
+    create_topic(source_cluster.bootstrap_servers, topic, partitions=4)
+    produce(source_cluster, topic, BACKLOG, 0)
+    traffic = Traffic(source_cluster, {topic: 4}).start()
+    config = write_config(tmp_path, source_cluster, target_cluster, [topic], max_records_per_batch=4000)
+    run = MirrorRun(config, tmp_path / "run.log")
+    try:
+        wait_until_copying(source_cluster, target_cluster, [topic], run, more=4000)
+        victim.broker.kill()  # mid-transaction: ranges are being copied
+        try:
+            # mirror must ride out the outage: still running after it.
+            with pytest.raises(subprocess.TimeoutExpired):
+                run.wait(timeout=DOWN_SECONDS)
+        finally:
+            victim.broker.start()
+            victim.broker.wait_until_ready()
+        produced = traffic.stop()
+        wait_until_caught_up(source_cluster, target_cluster, [topic], run, timeout=400)
+        exit_code = run.stop()
+    finally:
+        traffic.stop()
+        run.cleanup()
+    comparison = compare_topics(source_cluster, target_cluster, [topic])
+    said = [line for line in run.output().splitlines() if "not answering" in line or "restarting" in line]
+    reliability(
+        "fault",
+        f"{which.capitalize()} broker SIGKILLed mid-stream, restarted {DOWN_SECONDS} s later",
+        comparison=comparison,
+        shown=(said[0][:200] if said else "-") + f"; exit {exit_code}",
+    )
+    assert exit_code == 0, run.output()[-3000:]
+    assert comparison.exact, comparison
+    assert comparison.checked == BACKLOG + produced
+
+
+def test_a_target_frozen_longer_than_the_transaction_timeout_loses_and_duplicates_nothing(
+    source_cluster: KafkaCluster,
+    target_cluster: KafkaCluster,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    reliability: Record,
 ) -> None:
     assert target_cluster.pid is not None, "this fault test needs the local broker backend"
     topic = unique_name(request, "outage-")
     create_topic(source_cluster.bootstrap_servers, topic, partitions=4)
-    produce(source_cluster, topic, 40_000, 0)
-    config = write_config(tmp_path, source_cluster, target_cluster, [topic], max_records_per_batch=4000)
+    produce(source_cluster, topic, BACKLOG, 0)
+    config = write_config(
+        tmp_path,
+        source_cluster,
+        target_cluster,
+        [topic],
+        clusters={"B": {"producer": {"transaction.timeout.ms": TRANSACTION_TIMEOUT_MS}}},
+        max_records_per_batch=4000,
+    )
     run = MirrorRun(config, tmp_path / "run.log")
-    more = threading.Thread(target=produce, args=(source_cluster, topic, 20_000, 40_000))
+    traffic = Traffic(source_cluster, {topic: 4})
     try:
         wait_until_copying(source_cluster, target_cluster, [topic], run)
-        more.start()
+        traffic.start()
         os.kill(target_cluster.pid, signal.SIGSTOP)  # the target broker freezes mid-transaction
         try:
             # Frozen until mirror itself has reported B silent for longer than the client timeouts.
             assert_eventually(lambda: _assert_silent_for(run, STALL_SECONDS), timeout=STALL_SECONDS + 60)
         finally:
             os.kill(target_cluster.pid, signal.SIGCONT)
-        more.join(timeout=120)
+        produced = traffic.stop()
         wait_until_caught_up(source_cluster, target_cluster, [topic], run, timeout=400)
-        assert run.stop() == 0, run.output()[-3000:]
+        exit_code = run.stop()
     finally:
         os.kill(target_cluster.pid, signal.SIGCONT)
+        traffic.stop()
         run.cleanup()
-    assert_same_records(
-        read_topic(source_cluster.bootstrap_servers, topic),
-        read_topic(target_cluster.bootstrap_servers, f"A.{topic}"),
-    )
-    # The progress lines said what was going on, and stopped saying it once B answered again.
+    comparison = compare_topics(source_cluster, target_cluster, [topic])
     progress = [line for line in run.output().splitlines() if "records/s" in line]
-    assert any("B not answering for" in line for line in progress)
+    said = [line for line in progress if "B not answering for" in line]
+    reliability(
+        "fault",
+        f"Target broker frozen (SIGSTOP) for over {STALL_SECONDS} s, longer than the "
+        f"{TRANSACTION_TIMEOUT_MS // 1000} s transaction timeout, then resumed",
+        comparison=comparison,
+        shown=(said[-1][:200] if said else "-") + f"; exit {exit_code}",
+    )
+    assert exit_code == 0, run.output()[-3000:]
+    assert comparison.exact, comparison
+    assert comparison.checked == BACKLOG + produced
+    # The progress lines said what was going on, and stopped saying it once B answered again.
+    assert said
     assert "not answering" not in progress[-1]
 
 
@@ -119,7 +195,7 @@ def _beats(cluster: KafkaCluster, topic: str, *, since: float, until: float | No
 
 
 def _assert_silent_for(run: MirrorRun, seconds: float) -> None:
-    assert run.process.poll() is None, f"mirror gave up during the outage:\n{run.output()[-3000:]}"
+    assert_alive(run)  # mirror must not give up during the outage
     reported = [int(s) for s in re.findall(r"B not answering for (\d+)s", run.output())]
     assert max(reported, default=0) >= seconds, f"B reported silent for {max(reported, default=0)}s so far"
 
@@ -128,11 +204,11 @@ def _assert_beats_while_frozen(
     run: MirrorRun, cluster: KafkaCluster, frozen_at: float, count: int
 ) -> list[Heartbeat]:
     beats = _beats(cluster, "heartbeats", since=frozen_at + 2)
-    assert run.process.poll() is None, run.output()[-3000:]
+    assert_alive(run)
     assert len(beats) >= count, f"only {len(beats)} heartbeats A->B reached B while A was frozen"
     return beats
 
 
 def _assert_running(run: MirrorRun, beats: list[Heartbeat]) -> None:
-    assert run.process.poll() is None, run.output()[-3000:]
+    assert_alive(run)
     assert beats, "no heartbeat yet"

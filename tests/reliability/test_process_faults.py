@@ -1,0 +1,207 @@
+"""Processes dying or doubling up: SIGKILL of `mirror run` and of Spark's Python workers, and two
+instances of one flow. Records keep arriving throughout; afterwards the target must equal the source."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from tests.helpers import assert_eventually, create_topic, unique_name
+from tests.kafka_backends import KafkaCluster
+from tests.mirror_process import (
+    MirrorRun,
+    assert_alive,
+    wait_until_caught_up,
+    wait_until_copying,
+    write_config,
+)
+from tests.reliability.conftest import Record
+from tests.reliability.traffic import Traffic, compare_topics, python_workers
+from tests.seeding import LARGE_VALUE, produce_mixed
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.reliability]
+
+KILLS = 10
+
+
+def test_sigkills_of_mirror_run_at_ten_random_moments_lose_and_duplicate_nothing(
+    source_cluster: KafkaCluster,
+    target_cluster: KafkaCluster,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    reliability: Record,
+) -> None:
+    topics = [unique_name(request, f"kill{i}-") for i in range(3)]
+    for topic, partitions in zip(topics, (4, 3, 2), strict=True):
+        create_topic(source_cluster.bootstrap_servers, topic, partitions=partitions)
+    # A backlog with aborted source transactions and ~900 KB records, then steady traffic throughout.
+    produce_mixed(source_cluster, topics[0], 30_000, 4, seed=3, aborted_every=4)
+    produce_mixed(source_cluster, topics[1], 10_000, 3, seed=5, aborted_every=5)
+    large = Producer(source_cluster.properties())
+    for i in range(6):
+        large.produce(topics[2], value=LARGE_VALUE, key=f"large-{i}".encode(), partition=i % 2)
+    assert large.flush(60) == 0
+    traffic = Traffic(source_cluster, dict(zip(topics, (4, 3, 2), strict=True)), per_second=1000).start()
+
+    config = write_config(tmp_path, source_cluster, target_cluster, topics, max_records_per_batch=6000)
+    rng = random.Random(7)
+    moments: Counter[str] = Counter()
+    try:
+        for kill in range(KILLS):
+            run = MirrorRun(config, tmp_path / f"run-{kill}.log")
+            try:
+                if kill % 2 == 0:
+                    # Right after this run's next commits became visible: other ranges of the same
+                    # batch are mid-transaction or committing.
+                    wait_until_copying(source_cluster, target_cluster, topics, run, more=rng.randint(1, 6000))
+                    moments["while copying"] += 1
+                else:
+                    # Anywhere in start-up: clients, topic sync, fencing, the lease, Spark, the first batch.
+                    delay = rng.uniform(0.5, 20.0)
+                    with pytest.raises(subprocess.TimeoutExpired):
+                        run.wait(timeout=delay)
+                    moments["in start-up or the first batches"] += 1
+            finally:
+                run.kill()
+                run.cleanup()
+            if kill == 5:
+                # The target's offsets, not Spark's checkpoint, are the truth.
+                shutil.rmtree(tmp_path / "state")
+    finally:
+        produced = traffic.stop()
+
+    final = MirrorRun(config, tmp_path / "final.log")
+    try:
+        wait_until_caught_up(source_cluster, target_cluster, topics, final)
+        exit_code = final.stop()
+    finally:
+        final.cleanup()
+    comparison = compare_topics(source_cluster, target_cluster, topics)
+    reliability(
+        "fault",
+        f"SIGKILL of `mirror run` at {KILLS} random moments, Spark state deleted once",
+        comparison=comparison,
+        shown=f"{', '.join(f'{n} {moment}' for moment, n in moments.items())}; "
+        f"final run caught up and stopped with exit {exit_code}",
+    )
+    assert exit_code == 0, final.output()[-3000:]
+    assert comparison.exact, comparison
+    assert produced > 0 and comparison.checked == 40_006 + produced
+
+
+def test_sigkill_of_python_workers_mid_transaction_loses_and_duplicates_nothing(
+    source_cluster: KafkaCluster,
+    target_cluster: KafkaCluster,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    reliability: Record,
+) -> None:
+    topic = unique_name(request, "worker-")
+    create_topic(source_cluster.bootstrap_servers, topic, partitions=4)
+    produce_mixed(source_cluster, topic, 60_000, 4, seed=12, aborted_every=6)
+    traffic = Traffic(source_cluster, {topic: 4}).start()
+    config = write_config(tmp_path, source_cluster, target_cluster, [topic], max_records_per_batch=8000)
+    run = MirrorRun(config, tmp_path / "run.log")
+    killed = []
+    workers = _Workers(run)
+    try:
+        for _ in range(3):
+            wait_until_copying(source_cluster, target_cluster, [topic], run, more=1000)
+            # A worker burning CPU is copying a range: it holds an open transaction on the target.
+            worker = assert_eventually(workers.busy, timeout=60, interval=0.1)
+            os.kill(worker, signal.SIGKILL)
+            killed.append(worker)
+        produced = traffic.stop()
+        wait_until_caught_up(source_cluster, target_cluster, [topic], run)
+        exit_code = run.stop()
+    finally:
+        traffic.stop()
+        run.cleanup()
+    comparison = compare_topics(source_cluster, target_cluster, [topic])
+    notices = [line for line in run.output().splitlines() if "restarting" in line or "lost" in line.lower()]
+    reliability(
+        "fault",
+        f"SIGKILL of a Spark Python worker copying a range, {len(killed)} times",
+        comparison=comparison,
+        shown=(notices[0][:200] if notices else "nothing: Spark retried the task") + f"; exit {exit_code}",
+    )
+    assert exit_code == 0, run.output()[-3000:]
+    assert comparison.exact, comparison
+    assert comparison.checked == 60_000 + produced
+
+
+def test_two_instances_of_one_flow_fence_each_other_and_nothing_is_copied_twice(
+    source_cluster: KafkaCluster,
+    target_cluster: KafkaCluster,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    reliability: Record,
+) -> None:
+    topic = unique_name(request, "twice-")
+    create_topic(source_cluster.bootstrap_servers, topic, partitions=2)
+    produce_mixed(source_cluster, topic, 5000, 2, seed=8)
+    traffic = Traffic(source_cluster, {topic: 2}).start()
+    first_dir, second_dir = tmp_path / "first", tmp_path / "second"
+    first_dir.mkdir()
+    second_dir.mkdir()
+    first_config = write_config(first_dir, source_cluster, target_cluster, [topic])
+    first = MirrorRun(first_config, tmp_path / "first.log")
+    second: MirrorRun | None = None
+    try:
+        wait_until_copying(source_cluster, target_cluster, [topic], first, more=2000)
+        # The second instance starts while the first is copying, as a botched failover would.
+        second = MirrorRun(
+            write_config(second_dir, source_cluster, target_cluster, [topic]), tmp_path / "second.log"
+        )
+        assert first.wait(timeout=120) == 3, first.output()[-3000:]
+        lines = [line for line in first.output().splitlines() if "another mirror instance took over" in line]
+        assert lines and lines[0].startswith("mirror: flow A->B:"), first.output()[-3000:]
+        traffic.stop()
+        wait_until_caught_up(source_cluster, target_cluster, [topic], second)
+        exit_code = second.stop()
+    finally:
+        traffic.stop()
+        first.cleanup()
+        if second is not None:
+            second.cleanup()
+    comparison = compare_topics(source_cluster, target_cluster, [topic])
+    reliability(
+        "fault",
+        "Two `mirror run` instances of the same flow (the older one is a zombie)",
+        comparison=comparison,
+        shown=f"first instance, exit 3: {lines[0]}",
+    )
+    assert exit_code == 0, second.output()[-3000:]
+    assert comparison.exact, comparison
+
+
+class _Workers:
+    """Spark's Python workers of one run, and which of them used CPU since the last look."""
+
+    def __init__(self, run: MirrorRun) -> None:
+        self._run = run
+        self._ticks: dict[int, int] = {}
+
+    def busy(self) -> int:
+        assert_alive(self._run)
+        now = {pid: _cpu_ticks(pid) for pid in python_workers(self._run.process.pid)}
+        busy = [pid for pid, ticks in now.items() if ticks > self._ticks.get(pid, ticks)]
+        self._ticks = now
+        assert busy, f"no Python worker busy among {sorted(now)}"
+        return busy[0]
+
+
+def _cpu_ticks(pid: int) -> int:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0
+    return int(fields[11]) + int(fields[12])  # utime + stime

@@ -1,0 +1,222 @@
+"""Secured clusters: SASL (PLAIN on the source, SCRAM on the target) and an authorizer that denies
+what no ACL allows. mirror replicates with exactly the ACLs `mirror acls` lists; a missing ACL or
+a wrong password stops it with one line; its password appears in no output."""
+
+from __future__ import annotations
+
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+from confluent_kafka import Producer
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from mirror.config import load_config
+from mirror.local.broker import BrokerSpec, SaslUsers, free_port
+from mirror.local.environment import start_brokers
+from mirror.local.jars import kafka_libs
+from mirror.security import RequiredAcl, required_acls
+from tests.helpers import run_mirror, unique_name
+from tests.kafka_backends import KafkaCluster
+from tests.mirror_process import MirrorRun, wait_until_caught_up, write_config
+from tests.records import read_topic
+from tests.reliability.conftest import Record
+from tests.reliability.traffic import compare_topics
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.reliability]
+
+# Random per session, so finding one in an output can only mean it leaked.
+PASSWORDS = {user: f"{user}-{uuid.uuid4().hex}" for user in ("mirror", "no-txn", "no-create")}
+MECHANISMS = {"A": "PLAIN", "B": "SCRAM-SHA-512"}
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KafkaCluster, KafkaCluster]]:
+    """Two secured single-broker clusters, A and B, of their own (the shared pair is open)."""
+    users = SaslUsers(admin_password=f"admin-{uuid.uuid4().hex}", users=PASSWORDS)
+    root = tmp_path_factory.mktemp("secured")
+    specs = [BrokerSpec(alias, root / alias, free_port(), free_port(), sasl=users) for alias in ("A", "B")]
+    brokers = start_brokers(specs, libs=kafka_libs())
+    try:
+        yield tuple(  # type: ignore[misc]
+            KafkaCluster(b.spec.alias, b.bootstrap_servers, None, b, users.client_properties())
+            for b in brokers
+        )
+    finally:
+        for broker in brokers:
+            broker.stop()
+
+
+def sasl_clusters(user: str, password: str | None = None) -> dict[str, dict[str, object]]:
+    """The `clusters` keys that log `user` in: PLAIN on A, SCRAM-SHA-512 on B."""
+    return {
+        alias: {
+            "properties": {
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": mechanism,
+                "sasl.username": user,
+                "sasl.password": password or PASSWORDS[user],
+            }
+        }
+        for alias, mechanism in MECHANISMS.items()
+    }
+
+
+def grant(clusters: tuple[KafkaCluster, KafkaCluster], user: str, acls: list[RequiredAcl]) -> None:
+    by_alias = {cluster.alias: cluster for cluster in clusters}
+    for alias in {acl.cluster for acl in acls}:
+        bindings = [
+            AclBinding(
+                _RESOURCES[acl.resource],
+                acl.name,
+                ResourcePatternType[acl.pattern.upper()],
+                f"User:{user}",
+                "*",
+                AclOperation[_OPERATIONS.get(operation, operation.upper())],
+                AclPermissionType.ALLOW,
+            )
+            for acl in acls
+            if acl.cluster == alias
+            for operation in acl.operations
+        ]
+        admin = AdminClient(by_alias[alias].properties())
+        for future in admin.create_acls(bindings, request_timeout=30).values():
+            future.result(timeout=30)
+
+
+_OPERATIONS = {"AlterConfigs": "ALTER_CONFIGS", "DescribeConfigs": "DESCRIBE_CONFIGS"}
+_RESOURCES = {
+    "topic": ResourceType.TOPIC,
+    "group": ResourceType.GROUP,
+    "transactional-id": ResourceType.TRANSACTIONAL_ID,
+    "cluster": ResourceType.BROKER,  # librdkafka's name for the cluster resource
+}
+
+
+def source_topic(source: KafkaCluster, name: str, records: int) -> None:
+    admin = AdminClient(source.properties())
+    admin.create_topics([NewTopic(name, 2, 1)])[name].result(timeout=30)
+    producer = Producer(source.properties())
+    for i in range(records):
+        producer.produce(name, key=b"%d" % i, value=b"secret-record-%d" % i, partition=i % 2)
+    assert producer.flush(30) == 0
+
+
+def test_replicates_between_secured_clusters_with_only_the_listed_acls_and_never_shows_the_password(
+    secured: tuple[KafkaCluster, KafkaCluster],
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    reliability: Record,
+) -> None:
+    source, target = secured
+    topic = unique_name(request, "secured-")
+    source_topic(source, topic, 5000)
+    config = write_config(tmp_path, source, target, [topic], clusters=sasl_clusters("mirror"))
+    grant(secured, "mirror", required_acls(load_config(config)))
+
+    run = MirrorRun(config, tmp_path / "run.log")
+    try:
+        wait_until_caught_up(source, target, [topic], run)
+        port = yaml.safe_load(config.read_text())["metrics"]["port"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            metrics = response.read().decode()
+        exit_code = run.stop()
+    finally:
+        run.cleanup()
+    validate = run_mirror("validate", str(config))
+    acls = run_mirror("acls", str(config))
+    comparison = compare_topics(source, target, [topic])
+    outputs = {
+        "mirror run": run.output(),
+        "mirror validate": validate.stdout + validate.stderr,
+        "mirror acls": acls.stdout + acls.stderr,
+        "metrics": metrics,
+    }
+    leaks = [name for name, text in outputs.items() if PASSWORDS["mirror"] in text]
+    complaints = [
+        line for line in run.output().splitlines() if " WARNING " in line or "authoriz" in line.lower()
+    ]
+    reliability(
+        "security",
+        "Replication SASL/PLAIN source -> SASL/SCRAM-SHA-512 target, authorizer on, only the ACLs "
+        "`mirror acls` lists",
+        shown=f"{comparison.checked:,} records checked, {comparison.lost} lost, {comparison.duplicated} "
+        f"duplicated; warnings: {len(complaints)}; password found in: {', '.join(leaks) or 'nothing'}",
+        exit_code=exit_code,
+    )
+    assert exit_code == 0, run.output()[-3000:]
+    assert comparison.exact and comparison.checked == 5000, comparison
+    assert not complaints, complaints
+    assert not leaks, leaks
+    assert validate.returncode == 0 and "sasl.password" in validate.stdout
+    assert "kafka-acls.sh" in acls.stdout
+
+
+@pytest.mark.parametrize(
+    ("user", "missing", "expected"),
+    [
+        ("no-txn", "transactional-id", "Transactional Id authorization failed"),
+        ("no-create", "Create", "creating topic A."),
+        ("mirror", "password", "refused the credentials"),
+    ],
+)
+def test_a_missing_permission_or_a_wrong_password_stops_the_run_with_one_line(
+    secured: tuple[KafkaCluster, KafkaCluster],
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    reliability: Record,
+    user: str,
+    missing: str,
+    expected: str,
+) -> None:
+    source, target = secured
+    topic = unique_name(request, "denied-")
+    source_topic(source, topic, 100)
+    wrong = f"wrong-{uuid.uuid4().hex}" if missing == "password" else None
+    config = write_config(tmp_path, source, target, [topic], clusters=sasl_clusters(user, wrong))
+    acls = required_acls(load_config(config))
+    if missing == "transactional-id":
+        acls = [acl for acl in acls if acl.resource != "transactional-id"]
+    elif missing == "Create":
+        acls = [
+            replace(acl, operations=tuple(op for op in acl.operations if op != "Create"))
+            if acl.resource == "topic" and acl.pattern == "prefixed"
+            else acl
+            for acl in acls
+        ]
+    grant(secured, user, acls)
+
+    result = run_mirror("run", str(config), timeout=180)
+
+    errors = [line for line in result.stderr.splitlines() if line.startswith("mirror: ")]
+    case = (
+        "wrong SASL password"
+        if missing == "password"
+        else f"missing ACL on the target: {'transactional ids' if missing != 'Create' else 'topic creation'}"
+    )
+    reliability("security", case, shown=" / ".join(errors) or "nothing", exit_code=result.returncode)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert len(errors) == 1, result.stderr[-3000:]
+    assert expected in errors[0]
+    assert "Traceback" not in result.stderr
+    assert PASSWORDS[user] not in result.stdout + result.stderr
+    assert wrong is None or wrong not in result.stdout + result.stderr
+    assert _records_on(target, f"A.{topic}") == 0, "a refused run wrote records"
+
+
+def _records_on(cluster: KafkaCluster, topic: str) -> int:
+    if topic not in AdminClient(cluster.properties()).list_topics(timeout=30).topics:
+        return 0
+    return sum(map(len, read_topic(cluster.bootstrap_servers, topic, security=cluster.security).values()))

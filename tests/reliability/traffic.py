@@ -1,0 +1,121 @@
+"""Fault tests' tools: keep producing during a fault, find Spark's Python workers, check the target."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from confluent_kafka import Producer
+
+from tests.kafka_backends import KafkaCluster
+from tests.records import Comparison, compare_records, read_topic
+
+
+class Traffic:
+    """Records produced to `topics` in the background until stopped: unique keys and values, headers,
+    explicit timestamps, spread over each topic's `partitions`. Survives broker restarts: the
+    idempotent producer retries (for up to five minutes) until the broker is back."""
+
+    def __init__(self, cluster: KafkaCluster, partitions: dict[str, int], *, per_second: int = 1000) -> None:
+        self._producer = Producer(
+            cluster.properties(
+                **{"enable.idempotence": "true", "linger.ms": "20", "message.timeout.ms": "300000"}
+            )
+        )
+        self._partitions = dict(partitions)  # topic -> partition count; changes while running
+        self._per_tick = max(1, per_second // 20)
+        self._stop = threading.Event()
+        self._failed: list[str] = []
+        self.sent = 0
+        self._thread = threading.Thread(target=self._run, name="traffic", daemon=True)
+
+    def set_partitions(self, topic: str, partitions: int) -> None:
+        """Produce to a new topic too, or to a topic's new partitions (once the producer sees them)."""
+        metadata = self._producer.list_topics(topic, timeout=30)  # refreshes the producer's view
+        assert len(metadata.topics[topic].partitions) == partitions, metadata.topics[topic].partitions
+        self._partitions = {**self._partitions, topic: partitions}
+
+    def start(self) -> Traffic:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            self._produce_until_stopped()
+        except Exception as exc:  # noqa: BLE001 - reported by stop(), in the test's thread
+            self._failed.append(f"the traffic thread died: {exc!r}")
+
+    def _produce_until_stopped(self) -> None:
+        while not self._stop.wait(0.05):  # 20 ticks a second: a steady, modest rate
+            partitions = self._partitions
+            topics = sorted(partitions)
+            for _ in range(self._per_tick):
+                n = self.sent
+                topic = topics[n % len(topics)]
+                self._producer.produce(
+                    topic,
+                    key=b"key-%d" % n,
+                    value=b"value-%d-" % n * (1 + n % 5),
+                    partition=(n // len(topics)) % partitions[topic],
+                    headers=[("n", b"%d" % n), ("empty", None)] if n % 3 == 0 else None,
+                    timestamp=1_700_000_000_000 + n,
+                    on_delivery=self._delivered,
+                )
+                self.sent += 1
+            self._producer.poll(0)
+
+    def _delivered(self, error: object, _message: object) -> None:
+        if error is not None:
+            self._failed.append(str(error))
+
+    def stop(self) -> int:
+        """Stop producing; returns how many records were delivered (all of them, or it fails)."""
+        self._stop.set()
+        self._thread.join(timeout=30)
+        remaining = self._producer.flush(300)
+        assert remaining == 0 and not self._failed, (
+            f"the source did not take {remaining} records: {self._failed[:3]}"
+        )
+        return self.sent
+
+
+def compare_topics(
+    source: KafkaCluster, target: KafkaCluster, topics: Sequence[str], *, remote_prefix: str = "A."
+) -> Comparison:
+    """Every topic's target copy against its source, record by record, read_committed."""
+    total = Comparison(0, 0, 0, 0)
+    for topic in topics:
+        total += compare_records(
+            read_topic(source.bootstrap_servers, topic, security=source.security),
+            read_topic(target.bootstrap_servers, f"{remote_prefix}{topic}", security=target.security),
+        )
+    return total
+
+
+def python_workers(root_pid: int) -> list[int]:
+    """Spark's Python workers under `root_pid`: the processes `pyspark.daemon` forked (a fork keeps
+    its parent's command line, so a worker is a `pyspark.daemon` whose parent is one too)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    workers, stack = [], [root_pid]
+    while stack:
+        pid = stack.pop()
+        parent_is_daemon = b"pyspark.daemon" in _cmdline(pid)
+        for child in children.get(pid, []):
+            stack.append(child)
+            if parent_is_daemon and b"pyspark.daemon" in _cmdline(child):
+                workers.append(child)
+    return workers
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""

@@ -1,0 +1,83 @@
+"""`mirror acls`: which ACLs a configuration needs where (tests/reliability proves they suffice)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mirror.cli import main
+from mirror.config import load_config
+from mirror.security import RequiredAcl, required_acls
+
+
+def _config(tmp_path: Path, flow: str, clusters: str = "") -> Path:
+    path = tmp_path / "mm2.yaml"
+    path.write_text(
+        "clusters:\n"
+        "  A: {bootstrap_servers: 'a:9092', properties: {sasl.username: alice, sasl.password: pw-123}}\n"
+        "  B: {bootstrap_servers: 'b:9092'}\n"
+        f"{clusters}"
+        "flows:\n"
+        f"  A->B: {flow}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def _find(acls: list[RequiredAcl], cluster: str, resource: str, name: str) -> RequiredAcl:
+    matches = [a for a in acls if (a.cluster, a.resource, a.name) == (cluster, resource, name)]
+    assert len(matches) == 1, f"{cluster} {resource} {name}: {matches}"
+    return matches[0]
+
+
+@pytest.mark.parametrize(
+    ("topics", "expected"),
+    [
+        ("['orders']", [("orders", "literal")]),
+        (r"['orders\..*', payments]", [("orders.", "prefixed"), ("payments", "literal")]),
+        ("['.*']", [("*", "literal")]),
+        ("['(a|b)-events']", [("*", "literal")]),
+    ],
+)
+def test_topic_filters_become_literal_prefixed_or_wildcard_read_acls_on_the_source(
+    tmp_path: Path, topics: str, expected: list[tuple[str, str]]
+) -> None:
+    acls = required_acls(load_config(_config(tmp_path, f"{{topics: {topics}}}")))
+    copied = [a for a in acls if a.why.endswith("read the topics it copies, and their configs")]
+    reads = [(a.name, a.pattern) for a in copied]
+    assert all(a.cluster == "A" and "Read" in a.operations for a in copied)
+    assert reads == expected
+
+
+def test_the_target_needs_the_remote_prefix_the_internal_topics_groups_and_transactional_ids(
+    tmp_path: Path,
+) -> None:
+    acls = required_acls(load_config(_config(tmp_path, "{topics: [orders]}")))
+    remote = _find(acls, "B", "topic", "A.")
+    assert remote.pattern == "prefixed"
+    assert {"Create", "Write", "Alter", "AlterConfigs"} <= set(remote.operations)
+    for internal in ("mm2-offsets.A.internal", "mm2-offset-syncs.A.internal", "heartbeats"):
+        assert "Write" in _find(acls, "B", "topic", internal).operations
+    assert _find(acls, "B", "group", "__mirror-positions.A-B").operations == ("Read", "Describe")
+    transactions = _find(acls, "B", "transactional-id", "mirror-A-B-")
+    assert (transactions.pattern, transactions.operations) == ("prefixed", ("Write", "Describe"))
+    assert _find(acls, "A", "transactional-id", "mirror-B-A-heartbeats").operations == ("Write", "Describe")
+
+
+def test_at_least_once_without_acl_sync_needs_no_transactional_ids_nor_cluster_alter(tmp_path: Path) -> None:
+    flow = "{topics: [orders], exactly_once: false, sync_topic_acls: false}"
+    acls = required_acls(load_config(_config(tmp_path, flow)))
+    assert not [a for a in acls if a.resource == "transactional-id"]
+    assert _find(acls, "B", "cluster", "kafka-cluster").operations == ("Describe",)
+
+
+def test_acls_command_prints_kafka_acls_lines_for_the_configured_principal_and_never_the_password(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["acls", str(_config(tmp_path, "{topics: [orders]}"))]) == 0
+    out = capsys.readouterr().out
+    assert "# cluster A (a:9092), for User:alice:" in out
+    assert "--allow-principal User:MIRROR_PRINCIPAL" in out  # B names no sasl.username
+    assert "--transactional-id mirror-A-B- --resource-pattern-type prefixed" in out
+    assert "pw-123" not in out
