@@ -310,7 +310,11 @@ class Supervisor:
         for alias in aliases:
             cluster = self._config.clusters[alias]
             check_properties(
-                {role: cluster.client_properties(role) for role in ("admin", "producer", "consumer")},
+                {
+                    "admin": cluster.client_properties("admin"),
+                    "producer": cluster.client_properties("producer"),
+                    "consumer": cluster.client_properties("consumer"),
+                },
                 what=f"cluster {alias}",
             )
             wait_until_reachable(
