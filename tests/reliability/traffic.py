@@ -8,6 +8,7 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
+from tests.helpers import assert_eventually
 from tests.kafka_backends import KafkaCluster
 from tests.records import Comparison, compare_records, read_topic
 
@@ -32,9 +33,15 @@ class Traffic:
 
     def set_partitions(self, topic: str, partitions: int) -> None:
         """Produce to a new topic too, or to a topic's new partitions (once the producer sees them)."""
-        metadata = self._producer.list_topics(topic, timeout=30)  # refreshes the producer's view
-        assert len(metadata.topics[topic].partitions) == partitions, metadata.topics[topic].partitions
+        assert_eventually(lambda: self._sees(topic, partitions), timeout=60, interval=0.2)
         self._partitions = {**self._partitions, topic: partitions}
+
+    def _sees(self, topic: str, partitions: int) -> None:
+        # A metadata request refreshes the producer's view; right after the change it may still
+        # come from a broker that has not applied it.
+        metadata = self._producer.list_topics(topic, timeout=30)
+        seen = metadata.topics[topic].partitions if topic in metadata.topics else {}
+        assert len(seen) == partitions, f"the producer sees {len(seen)} of {partitions} partitions"
 
     def start(self) -> Traffic:
         self._thread.start()
