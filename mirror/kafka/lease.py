@@ -58,6 +58,10 @@ class FlowLease:
         """Raise FlowTakenOverError if another instance acquired the lease since."""
         try:
             if self._needs_init:
+                # Asked again now, not only when the fence came: an instance that had just taken
+                # the lease then may not have recorded itself as the owner yet.
+                if not self._owner_known_to_be_us():
+                    return
                 self._producer.init_transactions(60)
                 self._needs_init = False
             if self._unfinished:
@@ -81,15 +85,8 @@ class FlowLease:
     def _retake_unless_taken_over(self, failure: str) -> None:
         """The lease producer was fenced or is stuck. By another instance, or by the target itself: a
         restarted transaction coordinator, or one that expired the renewal left open while away."""
-        try:
-            stop_if_flow_taken_over(self._settings, self._owner_reader)
-        except FlowTakenOverError:
-            raise FlowTakenOverError(
-                f"flow {self._settings.name}: another mirror instance took over this flow; "
-                "this one stops (run one instance per flow)"
-            ) from None
-        except (RetriableError, AbortableError, KafkaClientError):
-            return  # the target cannot say yet; the next renewal asks again
+        if not self._owner_known_to_be_us():
+            return
         log.info(
             "flow %s: the lease's producer failed (%s) and no other instance owns the flow; taking it again",
             self._settings.name,
@@ -99,6 +96,19 @@ class FlowLease:
         self._unfinished = False
         self._needs_init = True  # the next renewal initialises it, and commits the mark again
         self._failures = 0
+
+    def _owner_known_to_be_us(self) -> bool:
+        """False if the target cannot say yet; FlowTakenOverError if another instance owns the flow."""
+        try:
+            stop_if_flow_taken_over(self._settings, self._owner_reader)
+        except FlowTakenOverError:
+            raise FlowTakenOverError(
+                f"flow {self._settings.name}: another mirror instance took over this flow; "
+                "this one stops (run one instance per flow)"
+            ) from None
+        except (RetriableError, AbortableError, KafkaClientError):
+            return False  # the next renewal asks again
+        return True
 
     def _new_producer(self) -> Producer:
         return producer(
