@@ -72,6 +72,10 @@ class MirrorRun:
     def output(self) -> str:
         return self.log.read_text(encoding="utf-8", errors="replace")
 
+    def errors(self) -> list[str]:
+        """The one-line errors the run printed (`mirror: ...`)."""
+        return [line for line in self.output().splitlines() if line.startswith("mirror: ")]
+
     def kill(self) -> None:
         """SIGKILL the mirror process only: its Spark JVM and workers die after it, as in a crash."""
         if self.process.poll() is None:

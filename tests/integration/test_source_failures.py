@@ -30,10 +30,6 @@ def replicated_topic(
     return config
 
 
-def mirror_errors(run: MirrorRun) -> list[str]:
-    return [line for line in run.output().splitlines() if line.startswith("mirror: ")]
-
-
 @pytest.mark.parametrize("policy", ["continue", "fail"])
 def test_a_source_topic_deleted_and_recreated_is_detected(
     source_cluster: KafkaCluster,
@@ -56,7 +52,7 @@ def test_a_source_topic_deleted_and_recreated_is_detected(
     try:
         if policy == "fail":
             assert second.wait(timeout=240) == 1, second.output()[-3000:]
-            errors = mirror_errors(second)
+            errors = second.errors()
             assert len(errors) == 1, second.output()[-3000:]
             assert (
                 f"{topic}-0: the source partition now ends at offset 30, below the 100 records" in errors[0]

@@ -160,10 +160,6 @@ def _run_to_exit(config: Path, log: Path) -> tuple[MirrorRun, int]:
         run.cleanup()
 
 
-def _errors(run: MirrorRun) -> list[str]:
-    return [line for line in run.output().splitlines() if line.startswith("mirror: ")]
-
-
 def test_a_record_larger_than_the_target_allows_stops_the_flow_with_one_line(
     source_cluster: KafkaCluster,
     target_cluster: KafkaCluster,
@@ -182,7 +178,7 @@ def test_a_record_larger_than_the_target_allows_stops_the_flow_with_one_line(
     config = write_config(tmp_path, source_cluster, target_cluster, [topic], sync_topic_configs=False)
     run, exit_code = _run_to_exit(config, tmp_path / "run.log")
 
-    errors = _errors(run)
+    errors = run.errors()
     reliability(
         "bad input", "record larger than the target allows", shown=" / ".join(errors), exit_code=exit_code
     )
@@ -236,7 +232,7 @@ def test_a_remote_topic_created_by_hand_with_another_cleanup_policy(
         assert comparison.exact and comparison.checked == 50, comparison
         return
     run, exit_code = _run_to_exit(config, tmp_path / "run.log")
-    errors = _errors(run)
+    errors = run.errors()
     reliability(
         "bad input",
         "remote topic exists with another cleanup policy (compact; sync_topic_configs: false)",

@@ -29,10 +29,6 @@ from tests.seeding import produce_mixed
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.reliability]
 
 
-def mirror_errors(run: MirrorRun) -> list[str]:
-    return [line for line in run.output().splitlines() if line.startswith("mirror: ")]
-
-
 def test_partitions_added_and_a_new_topic_mid_stream_are_copied_whole(
     source_cluster: KafkaCluster,
     target_cluster: KafkaCluster,
@@ -120,7 +116,7 @@ def test_records_deleted_on_the_source_before_copying_are_reported(
     assert copied == expected
     if policy == "fail":
         assert exit_code == 1, second.output()[-3000:]
-        errors = mirror_errors(second)
+        errors = second.errors()
         assert len(errors) == 1, second.output()[-3000:]
         assert "on_source_truncation: continue" in errors[0]
         assert "Traceback" not in second.output()
@@ -159,7 +155,7 @@ def test_a_remote_topic_deleted_while_running_is_copied_again_or_reported(
         traffic.stop()
         run.cleanup()
     if policy == "fail":
-        errors = mirror_errors(run)
+        errors = run.errors()
         reliability(
             "fault",
             "Remote topic deleted on the target while running (on_remote_topic_deleted: fail)",
