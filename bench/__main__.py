@@ -16,7 +16,7 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
-from bench import ceiling, measure, report, workloads
+from bench import ceiling, measure, report, steady, workloads
 from bench.contenders import CONTENDERS, Clusters, Contender, start_clusters
 from mirror.local.jars import KAFKA_VERSION
 
@@ -53,10 +53,11 @@ def _run_ceiling(clusters: Clusters, mode: workloads.Mode, work: Path) -> dict[s
         _say(f"ceiling: {workload.records:,} x {workload.value_bytes} B")
         row["catch_up"][workload.name] = ceiling.measure(clusters, workload, work / "ceiling" / workload.name)
         _delete_topics(clusters.target, [f"ceiling-{workload.name}"])
+    # The perf tools take one topic each, so there is no ceiling for the many-partitions workload.
     _say("ceiling: steady latency, one hop (source to its own consumer)")
-    setup = measure.prepare_steady(clusters, "ceiling")
+    setup = steady.prepare_steady(clusters, "ceiling")
     row.update(
-        measure.steady_and_translation(
+        steady.steady_and_translation(
             None, None, clusters, mode.steady, setup, checkpoint_seconds=mode.checkpoint_seconds
         )
     )
@@ -64,12 +65,13 @@ def _run_ceiling(clusters: Clusters, mode: workloads.Mode, work: Path) -> dict[s
 
 
 def _run_contender(name: str, clusters: Clusters, mode: workloads.Mode, work: Path) -> dict[str, Any]:
-    """One process per catch-up workload; the first one, once caught up, also carries the steady load."""
+    """One process per catch-up workload; the first one, once caught up, also carries the steady load.
+    Then one more for the many-partitions catch-up and its steady load."""
     contender = next(c for c in CONTENDERS if c.name == name)
     row: dict[str, Any] = {"name": name, "label": contender.label, "catch_up": {}}
     for index, workload in enumerate(mode.catch_up):
-        setup = measure.prepare_steady(clusters, name) if index == 0 else None
-        topics = [workload.topic, *([setup.topic] if setup else [])]
+        setup = steady.prepare_steady(clusters, name) if index == 0 else None
+        topics = [workload.topic_set.pattern, *([setup.topics.pattern] if setup else [])]
         _say(f"{contender.label}: catch-up {workload.records:,} x {workload.value_bytes} B")
         running = measure.launch(
             contender,
@@ -90,7 +92,57 @@ def _run_contender(name: str, clusters: Clusters, mode: workloads.Mode, work: Pa
         finally:
             running.stop()
         _delete_topics(clusters.target, [contender.remote_topic(workload.topic)])
+    _run_many(contender, clusters, mode, work, row)
     return row
+
+
+def _run_many(
+    contender: Contender, clusters: Clusters, mode: workloads.Mode, work: Path, row: dict[str, Any]
+) -> None:
+    """The many-partitions catch-up, then its steady load on a fresh set of topics, in one process.
+
+    Both topic sets are deleted from the target afterwards and the steady set from the source, so
+    the brokers hold at most one contender's 1,000-partition sets besides the seeded one.
+    """
+    many = mode.many
+    workload, load = many.catch_up, many.steady
+    layout, steady_topics = workload.topic_set, many.steady_topics(contender.name)
+    _say(
+        f"{contender.label}: creating {steady_topics.total:,} partitions for the many-partitions steady load"
+    )
+    setup = steady.prepare(clusters.source, steady_topics)
+    _say(
+        f"{contender.label}: catch-up {workload.records:,} x {workload.value_bytes} B over "
+        f"{layout.topics} topics x {layout.partitions} partitions"
+    )
+    running = measure.launch(
+        contender,
+        clusters,
+        [layout.pattern, steady_topics.pattern],
+        work / contender.name / workload.name,
+        checkpoint_seconds=mode.checkpoint_seconds,
+    )
+    try:
+        try:
+            result = measure.catch_up(running, contender, clusters, workload)
+        except measure.ContenderFailedError as exc:
+            result = {"error": str(exc), "complete": False}
+        row["catch_up"][workload.name] = result
+        _say(f"  {_summary(result)}")
+        if "error" not in result:
+            over = f"over {steady_topics.total:,} partitions"
+            _say(f"{contender.label}: steady {load.rate:,}/s {over} for {load.seconds} s")
+            try:
+                row["latency_many"] = steady.latency(running, contender, clusters, load, setup)
+            except measure.ContenderFailedError as exc:
+                row["latency_many_error"] = str(exc)
+            _say(f"  latency {row.get('latency_many', row.get('latency_many_error'))}")
+    finally:
+        running.stop()
+    _delete_topics(
+        clusters.target, [contender.remote_topic(t) for t in [*layout.names, *steady_topics.names]]
+    )
+    _delete_topics(clusters.source, steady_topics.names)
 
 
 def _steady(
@@ -98,17 +150,26 @@ def _steady(
     contender: Contender,
     clusters: Clusters,
     mode: workloads.Mode,
-    setup: measure.SteadySetup,
+    setup: steady.SteadySetup,
 ) -> dict[str, Any]:
     _say(f"{contender.label}: steady {mode.steady.rate:,}/s for {mode.steady.seconds} s, then translation")
     try:
-        result = measure.steady_and_translation(
+        result = steady.steady_and_translation(
             running, contender, clusters, mode.steady, setup, checkpoint_seconds=mode.checkpoint_seconds
         )
     except measure.ContenderFailedError as exc:
         result = {"latency_error": str(exc)}
     _say(f"  latency {result.get('latency')}, translation {result.get('translation')}")
     return result
+
+
+def _steady_description(load: workloads.Steady, partitions: int) -> dict[str, Any]:
+    return {
+        "rate": load.rate,
+        "seconds": load.seconds,
+        "wait_seconds": load.wait_seconds,
+        "partitions": partitions,
+    }
 
 
 def _summary(result: dict[str, Any]) -> str:
@@ -123,7 +184,7 @@ def _summary(result: dict[str, Any]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="small workloads, under 5 minutes")
+    parser.add_argument("--quick", action="store_true", help="small workloads, about 12 minutes")
     parser.add_argument("--only", nargs="+", choices=NAMES, default=NAMES, help="contenders to run")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where results are written")
     args = parser.parse_args()
@@ -135,8 +196,12 @@ def main() -> int:
     brokers, clusters = start_clusters(work)
     rows = []
     try:
-        for workload in mode.catch_up:
-            _say(f"seeding {workload.records:,} records of {workload.value_bytes} B into {workload.topic}")
+        for workload in (*mode.catch_up, mode.many.catch_up):
+            layout = workload.topic_set
+            _say(
+                f"seeding {workload.records:,} records of {workload.value_bytes} B into "
+                f"{layout.topics} topic(s) x {layout.partitions} partitions ({layout.pattern})"
+            )
             workloads.seed(clusters.source, workload)
         for name in args.only:
             if name == "ceiling":
@@ -163,11 +228,16 @@ def main() -> int:
                 "name": w.name,
                 "records": w.records,
                 "value_bytes": w.value_bytes,
-                "partitions": workloads.PARTITIONS,
+                "topics": w.topic_set.topics,
+                "partitions": w.topic_set.total,
             }
-            for w in mode.catch_up
+            for w in (*mode.catch_up, mode.many.catch_up)
         ],
-        "steady": {"rate": mode.steady.rate, "seconds": mode.steady.seconds},
+        "steady": _steady_description(mode.steady, workloads.PARTITIONS),
+        "steady_many": {
+            "workload": mode.many.catch_up.name,
+            **_steady_description(mode.many.steady, mode.many.catch_up.topic_set.total),
+        },
         "checkpoint_seconds": mode.checkpoint_seconds,
         "contenders": rows,
     }

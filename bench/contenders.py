@@ -3,7 +3,8 @@
 Each contender sees the source cluster under an alias of its own, so its remote topics
 (`<alias>.<topic>`) and internal topics never meet another contender's on the shared target.
 Both get the same checkpoint, group-sync and group-refresh interval (so translation results compare
-like with like) and otherwise their defaults.
+like with like) and otherwise their defaults (for `mirror`, also its default tasks and commit interval).
+The topics they replicate are given as regexes, which both full-match against source topic names.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ class Contender:
     def start(
         self, clusters: Clusters, topics: list[str], run_dir: Path, *, checkpoint_seconds: int
     ) -> subprocess.Popen[bytes]:
+        """Replicate the source topics that full-match one of the regexes `topics`."""
         run_dir.mkdir(parents=True, exist_ok=True)
         if self.family == "mm2":
             return self._start_mm2(clusters, topics, run_dir, checkpoint_seconds)
@@ -99,7 +101,8 @@ class Contender:
             f"{source}.bootstrap.servers = {clusters.source}",
             f"{TARGET_ALIAS}.bootstrap.servers = {clusters.target}",
             f"{flow}.enabled = true",
-            f"{flow}.topics = {'|'.join(topics)}",
+            # A comma-separated list of regexes (MM2 joins them with "|" and full-matches).
+            f"{flow}.topics = {', '.join(topics)}",
             f"{TARGET_ALIAS}->{source}.enabled = false",
             f"tasks.max = {MM2_TASKS_MAX}",
             f"refresh.groups.interval.seconds = {checkpoint_seconds}",

@@ -8,6 +8,8 @@ from typing import Any
 
 # Which MirrorMaker 2 row a contender is compared with.
 _PEER = {"mirror-eos": "mm2-eos", "mirror-alo": "mm2-alo", "mm2-eos": "mm2-eos", "mm2-alo": "mm2-alo"}
+# The steady loads: where a contender's result is, and where the load is described.
+_STEADY_LOADS = (("latency", "steady"), ("latency_many", "steady_many"))
 
 
 def _ratio(value: float | None, reference: float | None) -> str:
@@ -22,16 +24,29 @@ def _number(value: float | None, digits: int = 0) -> str:
 
 def markdown(results: dict[str, Any]) -> str:
     rows = {row["name"]: row for row in results["contenders"]}
-    ceiling = rows.get("ceiling", {})
-    steady = results["steady"]
     lines = [
         f"Mode **{results['mode']}**, {results['machine']['cpus']} CPUs, Kafka {results['kafka_version']}, "
         f"mirror {results['mirror_commit']}, {results['started']}.",
         "",
+        *_catch_up_table(results, rows),
+        "",
+        "| contender | steady load | p50 ms | p99 ms | max ms | received | p99 vs MM2 | CPU s / M records "
+        "| delivered in time | caught-up group: records re-read on target |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for key, load in _steady_loads(results):
+        lines += _steady_rows(rows, key, load)
+    return "\n".join(lines) + "\n"
+
+
+def _catch_up_table(results: dict[str, Any], rows: dict[str, dict[str, Any]]) -> list[str]:
+    ceiling = rows.get("ceiling", {})
+    lines = [
         "| contender | workload | records/s | MB/s | vs MM2 (same mode) | vs ceiling "
         "| start-up s | CPU s / M records | peak RSS MB | complete |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
+    unmeasured = []
     for name, row in rows.items():
         for workload, result in row.get("catch_up", {}).items():
             peer = rows.get(_PEER.get(name, ""), {}).get("catch_up", {}).get(workload, {})
@@ -50,37 +65,65 @@ def markdown(results: dict[str, Any]) -> str:
                 _completeness(result),
             ]
             lines.append("| " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        "| contender | steady load | p50 ms | p99 ms | max ms | received | p99 vs MM2 | CPU s / M records "
-        "| caught-up group: records re-read on target |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for name, row in rows.items():
-        latency = row.get("latency")
-        if latency is None:
-            continue
-        peer = rows.get(_PEER.get(name, ""), {}).get("latency", {})
-        translation = row.get("translation") or {}
         if name == "ceiling":
-            re_read = "-"
+            # Workloads the perf tools cannot run (they take one topic each) get a row saying so.
+            measured = row.get("catch_up", {})
+            unmeasured = [w["name"] for w in results.get("workloads", []) if w["name"] not in measured]
+            for workload in unmeasured:
+                lines.append("| " + " | ".join([row["label"], workload, *["-"] * 7, "not measured"]) + " |")
+    if unmeasured:
+        lines += ["", f"No broker ceiling for {', '.join(unmeasured)}: the perf tools take one topic each."]
+    return lines
+
+
+def _steady_loads(results: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [(key, results[where]) for key, where in _STEADY_LOADS if where in results]
+
+
+def _steady_rows(rows: dict[str, dict[str, Any]], key: str, load: dict[str, Any]) -> list[str]:
+    description = f"{load['rate']:,}/s x {load['seconds']} s"
+    if "partitions" in load:
+        description += f" over {load['partitions']:,} partitions"
+    lines = []
+    for name, row in rows.items():
+        latency = row.get(key)
+        if latency is None:
+            error = row.get(f"{key}_error")
+            if error is not None:  # the contender failed during the steady load: say so
+                lines.append(
+                    "| " + " | ".join([row["label"], description, *["-"] * 3, "failed", *["-"] * 4]) + " |"
+                )
+            continue
+        peer = rows.get(_PEER.get(name, ""), {}).get(key) or {}
+        translation = row.get("translation") or {}
+        if name == "ceiling" or key != "latency":
+            re_read = "-"  # measured on the 8-partition steady topic of the contenders only
         elif translation.get("synced"):
             re_read = _number(translation.get("records_re_read"))
         else:
             re_read = "not synced"
         cells = [
             row["label"],
-            f"{steady['rate']:,}/s x {steady['seconds']} s",
+            description,
             _number(latency["p50_ms"], 1),
             _number(latency["p99_ms"], 1),
             _number(latency["max_ms"], 1),
             f"{latency['received']:,}/{latency['records']:,}",
             "-" if name == "ceiling" else _ratio(latency["p99_ms"], peer.get("p99_ms")),
             _number(latency.get("cpu_seconds_per_million"), 1),
+            _delivered(latency),
             re_read,
         ]
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def _delivered(latency: dict[str, Any]) -> str:
+    """The share of the produced records that arrived within the wait, rounded down: 99.95% is not 100%."""
+    if "delivered" not in latency:
+        return "-"
+    tenths = latency["delivered"] * 1000 // latency["records"]
+    return f"{tenths // 10}.{tenths % 10}% in {latency['delivered_within_seconds']} s"
 
 
 def _completeness(result: dict[str, Any]) -> str:
@@ -94,36 +137,45 @@ def _completeness(result: dict[str, Any]) -> str:
 
 
 def chart(results: dict[str, Any], path: Path) -> None:
+    """Top row: catch-up MB/s per workload. Bottom row: p50 and p99 latency per steady load."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows = results["contenders"]
-    labels = [row["label"].replace(" ", "\n", 1) for row in rows]
     workloads = [w["name"] for w in results["workloads"]]
-    figure, axes = plt.subplots(1, len(workloads) + 1, figsize=(6 * (len(workloads) + 1), 5))
-    for axis, workload in zip(axes, workloads, strict=False):
+    loads = [(key, load) for key, load in _steady_loads(results) if any(row.get(key) for row in rows)]
+    columns = max(len(workloads), len(loads), 1)
+    figure, axes = plt.subplots(2, columns, figsize=(6 * columns, 10), squeeze=False)
+    for axis, workload in zip(axes[0], workloads, strict=False):
         values = [row.get("catch_up", {}).get(workload, {}).get("megabytes_per_second", 0) for row in rows]
-        axis.bar(labels, values, color=[_colour(row["name"]) for row in rows])
-        axis.set_title(f"catch-up, {workload} values (MB/s, higher is better)")
+        axis.bar([_short(row["label"]) for row in rows], values, color=[_colour(row["name"]) for row in rows])
+        axis.set_title(f"catch-up {workload} (MB/s, higher is better)")
         axis.tick_params(axis="x", labelsize=8)
-    axis = axes[-1]
-    latency_rows = [row for row in rows if row.get("latency")]
-    positions = range(len(latency_rows))
-    for offset, key in ((-0.2, "p50_ms"), (0.2, "p99_ms")):
-        axis.bar(
-            [p + offset for p in positions],
-            [row["latency"][key] or 0 for row in latency_rows],
-            width=0.4,
-            label=key.removesuffix("_ms"),
-        )
-    axis.set_xticks(list(positions), [row["label"].replace(" ", "\n", 1) for row in latency_rows], fontsize=8)
-    axis.set_title(f"end-to-end latency at {results['steady']['rate']:,} records/s (ms, lower is better)")
-    axis.legend()
+    for axis, (key, load) in zip(axes[1], loads, strict=False):
+        latency_rows = [row for row in rows if row.get(key)]
+        positions = range(len(latency_rows))
+        for offset, percentile in ((-0.2, "p50_ms"), (0.2, "p99_ms")):
+            axis.bar(
+                [p + offset for p in positions],
+                [row[key][percentile] or 0 for row in latency_rows],
+                width=0.4,
+                label=percentile.removesuffix("_ms"),
+            )
+        axis.set_xticks(list(positions), [_short(row["label"]) for row in latency_rows], fontsize=8)
+        over = f" over {load['partitions']:,} partitions" if "partitions" in load else ""
+        axis.set_title(f"latency at {load['rate']:,} records/s{over} (ms, lower is better)")
+        axis.legend()
+    for axis in [*axes[0][len(workloads) :], *axes[1][len(loads) :]]:
+        axis.axis("off")
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
+
+
+def _short(label: str) -> str:
+    return label.replace(" ", "\n", 1)
 
 
 def _colour(name: str) -> str:

@@ -1,8 +1,15 @@
 """The seeded workloads and the check that a target holds exactly (or at least) what the source got.
 
-Record i of a catch-up workload goes to partition i % partitions with key b"<i>" and a value that
-starts with i (8 bytes, big-endian) followed by seeded random bytes, so every record is unique and
-verification can rebuild the expected value instead of keeping 2,000,000 of them in memory.
+Record i of a catch-up workload goes to the (i % N)-th of its N partitions, counted across its topics
+in order (`TopicSet.place`), with key b"<i>" and a value that starts with i (8 bytes, big-endian)
+followed by seeded random bytes, so every record is unique and verification can rebuild the expected
+value instead of keeping 2,000,000 of them in memory.
+
+Topic names, chosen so no contender's topic regexes match another workload's topics:
+- `catchup-<name>`: the 8-partition catch-up workloads, one topic each;
+- `many-000` ... `many-099`: the many-partitions catch-up (100 topics x 10 partitions);
+- `steady-<contender>`: the 8-partition steady load, one topic per contender;
+- `many-steady-<contender>-000` ...: the many-partitions steady load, a fresh set per contender.
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ from __future__ import annotations
 import random
 import struct
 from dataclasses import dataclass
+from functools import cached_property
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -20,16 +28,56 @@ _POOL = 1024  # distinct random tails; the 8-byte counter keeps each value uniqu
 
 
 @dataclass(frozen=True)
+class TopicSet:
+    """`prefix` alone (one topic) or `prefix-000`, `prefix-001`, ... (up to 1,000 topics), each with
+    `partitions` partitions."""
+
+    prefix: str
+    topics: int = 1
+    partitions: int = PARTITIONS
+
+    @cached_property  # place() runs once per record produced
+    def names(self) -> list[str]:
+        if self.topics == 1:
+            return [self.prefix]
+        return [f"{self.prefix}-{index:03d}" for index in range(self.topics)]
+
+    @property
+    def pattern(self) -> str:
+        """A regex that full-matches exactly these topics (MM2 and mirror both full-match `topics`).
+
+        No backslash (an escape in MM2's .properties file) and no comma (MM2's list separator).
+        """
+        return self.prefix if self.topics == 1 else f"{self.prefix}-[0-9]{{3}}"
+
+    @property
+    def total(self) -> int:
+        return self.topics * self.partitions
+
+    def place(self, index: int) -> tuple[str, int]:
+        """The topic and partition of record `index`: round-robin over every partition of the set."""
+        topic, partition = divmod(index % self.total, self.partitions)
+        return self.names[topic], partition
+
+
+@dataclass(frozen=True)
 class CatchUp:
     """Records already in the source when a contender starts; timed until the target holds them all."""
 
     name: str
     records: int
     value_bytes: int
+    # None: the one topic `catchup-<name>` with PARTITIONS partitions.
+    layout: TopicSet | None = None
+
+    @property
+    def topic_set(self) -> TopicSet:
+        return self.layout or TopicSet(f"catchup-{self.name}")
 
     @property
     def topic(self) -> str:
-        return f"catchup-{self.name}"
+        """The first (for the 8-partition workloads, the only) topic."""
+        return self.topic_set.names[0]
 
     @property
     def megabytes(self) -> float:
@@ -42,6 +90,8 @@ class Steady:
 
     rate: int
     seconds: int
+    # How long after the last produce() records still count as delivered.
+    wait_seconds: int = 60
 
     @property
     def records(self) -> int:
@@ -49,21 +99,43 @@ class Steady:
 
 
 @dataclass(frozen=True)
+class ManyPartitions:
+    """A catch-up over many small partitions, then in the same contender process a steady load
+    spread over a second, per-contender set of topics of the same shape."""
+
+    catch_up: CatchUp
+    steady: Steady
+
+    def steady_topics(self, contender: str) -> TopicSet:
+        shape = self.catch_up.topic_set
+        return TopicSet(f"many-steady-{contender}", shape.topics, shape.partitions)
+
+
+@dataclass(frozen=True)
 class Mode:
     name: str
     catch_up: tuple[CatchUp, ...]
     steady: Steady
+    many: ManyPartitions
     # Checkpoint, group-sync and group-refresh interval of every contender.
     checkpoint_seconds: int
 
 
+_MANY_CATCH_UP = CatchUp("1000p-100b", 100_000, 100, TopicSet("many", topics=100, partitions=10))
 FULL = Mode(
     "full",
     (CatchUp("100b", 2_000_000, 100), CatchUp("1kb", 300_000, 1000)),
     Steady(rate=5000, seconds=60),
+    ManyPartitions(_MANY_CATCH_UP, Steady(rate=2000, seconds=60, wait_seconds=90)),
     checkpoint_seconds=5,
 )
-QUICK = Mode("quick", (CatchUp("100b", 300_000, 100),), Steady(rate=2000, seconds=8), checkpoint_seconds=1)
+QUICK = Mode(
+    "quick",
+    (CatchUp("100b", 300_000, 100),),
+    Steady(rate=2000, seconds=8),
+    ManyPartitions(_MANY_CATCH_UP, Steady(rate=2000, seconds=15, wait_seconds=90)),
+    checkpoint_seconds=1,
+)
 
 
 class Values:
@@ -80,13 +152,23 @@ class Values:
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
+    create_topics(bootstrap, TopicSet(topic, 1, partitions))
+
+
+def create_topics(bootstrap: str, topics: TopicSet) -> None:
+    """Every topic of the set in one CreateTopics request."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=60)
+    futures = admin.create_topics(
+        [NewTopic(name, topics.partitions, 1) for name in topics.names], operation_timeout=60
+    )
+    for future in futures.values():
+        future.result(timeout=60)
 
 
 def seed(bootstrap: str, workload: CatchUp) -> None:
-    """Write the workload into a new topic; the idempotent producer keeps each partition in order."""
-    create_topic(bootstrap, workload.topic)
+    """Write the workload into new topics; the idempotent producer keeps each partition in order."""
+    topics = workload.topic_set
+    create_topics(bootstrap, topics)
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -98,14 +180,15 @@ def seed(bootstrap: str, workload: CatchUp) -> None:
     )
     values = Values(workload.value_bytes)
     for i in range(workload.records):
+        topic, partition = topics.place(i)
         while True:
             try:
-                producer.produce(workload.topic, values(i), key=b"%d" % i, partition=i % PARTITIONS)
+                producer.produce(topic, values(i), key=b"%d" % i, partition=partition)
                 break
             except BufferError:
                 producer.poll(0.05)
     if producer.flush(300) != 0:
-        raise RuntimeError(f"seeding {workload.topic}: records still unsent after 300 s")
+        raise RuntimeError(f"seeding {workload.name}: records still unsent after 300 s")
 
 
 @dataclass
@@ -123,15 +206,19 @@ class Verdict:
         return self.missing == 0 and self.out_of_order == 0 and self.corrupted == 0
 
 
-def verify(bootstrap: str, topic: str, workload: CatchUp, ends: dict[int, int]) -> Verdict:
-    """Read every partition of `topic` up to `ends` (read_committed) and check it record by record.
+def verify(bootstrap: str, remote: list[str], workload: CatchUp, ends: dict[tuple[str, int], int]) -> Verdict:
+    """Read every partition of the `remote` topics (the workload's, in order) up to `ends`
+    (read_committed) and check it record by record.
 
     Per partition the next expected index advances on an exact match; an index already seen is a
     duplicate (at-least-once re-sends), a jump ahead or a wrong value is a defect.
     """
+    layout = workload.topic_set
+    total, per_topic = layout.total, layout.partitions
+    first = {topic: position * per_topic for position, topic in enumerate(remote)}  # its partition 0
     values = Values(workload.value_bytes)
     verdict = Verdict()
-    expected = {p: p for p in range(PARTITIONS)}  # next record index expected in partition p
+    expected = list(range(total))  # next record index expected in partition n (counted across topics)
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -142,34 +229,35 @@ def verify(bootstrap: str, topic: str, workload: CatchUp, ends: dict[int, int]) 
             "fetch.max.bytes": 52_428_800,
         }
     )
-    pending = {p for p, end in ends.items() if end > 0}
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
+    pending = {tp for tp, end in ends.items() if end > 0}
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for topic, p in pending])
     try:
         while pending:
             for message in consumer.consume(10_000, timeout=5):
                 error = message.error()
+                at = (message.topic(), message.partition())
                 if error is not None:
                     if error.code() != KafkaError._PARTITION_EOF:
-                        raise RuntimeError(f"verifying {topic}: {error}")
-                    if message.offset() >= ends[message.partition()]:
-                        pending.discard(message.partition())
+                        raise RuntimeError(f"verifying {at[0]}: {error}")
+                    if message.offset() >= ends[at]:
+                        pending.discard(at)
                     continue
-                partition = message.partition()
+                partition = first[at[0]] + at[1]
                 verdict.records_read += 1
                 index = int(message.key())
                 if index == expected[partition] and message.value() == values(index):
-                    expected[partition] += PARTITIONS
+                    expected[partition] += total
                 elif index < expected[partition]:
                     verdict.duplicated += 1
-                elif index % PARTITIONS != partition or message.value() != values(index):
+                elif index % total != partition or message.value() != values(index):
                     verdict.corrupted += 1
                 else:
                     verdict.out_of_order += 1
-                if message.offset() + 1 >= ends[partition]:
-                    pending.discard(partition)
+                if message.offset() + 1 >= ends[at]:
+                    pending.discard(at)
     finally:
         consumer.close()
-    for partition in range(PARTITIONS):
-        wanted = len(range(partition, workload.records, PARTITIONS))
-        verdict.missing += wanted - (expected[partition] - partition) // PARTITIONS
+    for partition in range(total):
+        wanted = len(range(partition, workload.records, total))
+        verdict.missing += wanted - (expected[partition] - partition) // total
     return verdict

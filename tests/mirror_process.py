@@ -42,7 +42,6 @@ def write_config(
             f"{source.alias}->{target.alias}": {
                 "topics": topics,
                 "refresh_topics_interval_seconds": 2,
-                "max_records_per_batch": 20_000,
                 **flow,
             }
         },

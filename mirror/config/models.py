@@ -156,7 +156,12 @@ class FlowConfig(_Model):
         default_factory=lambda: list(DEFAULT_CONFIG_PROPERTIES_EXCLUDE)
     )
     offsets_storage_topic: str | None = None
-    max_records_per_batch: Annotated[int, Field(ge=1)] = 400_000
+    # Copy tasks (MM2's tasks.max): None means one per core of the machine running `mirror run`.
+    tasks_max: Annotated[int, Field(ge=1, le=1024)] | None = None
+    # A copy task commits a transaction this often (and sooner when one grows large).
+    commit_interval_ms: Annotated[int, Field(ge=1, le=60_000)] = 100
+    # Replaced by commit_interval_ms; still accepted so older configs load, with a warning.
+    max_records_per_batch: Annotated[int, Field(ge=1)] | None = None
     on_source_truncation: Literal["continue", "fail"] = "continue"
     on_remote_topic_deleted: Literal["recopy", "fail"] = "recopy"
 
@@ -172,6 +177,8 @@ class SparkConfig(_Model):
     master: str = "local[*]"
     app_name: str = "mirror"
     checkpoint_dir: str = "./.mirror-state"
+    # How long each micro-batch of the copy tasks runs; between two, records wait ~0.2-0.5 s.
+    epoch_seconds: Annotated[float, Field(ge=1, le=3600)] = 120.0
     conf: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("master")

@@ -1,40 +1,36 @@
-"""Fence the writers a previous run left behind, before this run reads any position (KIP-618's fencing round).
+"""Fence transactional ids: initialise each once, which ends its open transaction and makes any
+producer still holding it a zombie whose next transactional call fails (KIP-98 epoch bump).
 
-A `mirror run` killed mid-transaction leaves that transaction open on the target, positions group
-offset included. Until it is aborted, the broker will not answer a read_committed fetch of those
-offsets (KIP-447), so start-up would wait for transaction.timeout.ms. Initialising each partition's
-transactional id aborts it at once, and fences any writer of the old run that is still alive.
+This is how a new copy generation (or a new `mirror run`) makes sure no task of the previous one
+can commit a partition another task now owns, as KIP-618's fencing round does for Connect. It also
+unblocks reads: until a killed writer's transaction is aborted, the broker will not answer a
+read_committed fetch of the group offsets it touched (KIP-447).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import KafkaException
 
 from mirror.kafka.clients import producer, translate
-from mirror.replication.settings import FlowSettings
 
 PARALLEL_FENCES = 8
 
 
-def fence_previous_writers(settings: FlowSettings, partitions: Iterable[tuple[str, int]]) -> int:
-    """Initialise the transactional id of every source partition; returns how many were fenced."""
+def fence_transactional_ids(properties: Mapping[str, str], ids: Iterable[str], *, doing: str) -> int:
+    """Initialise every id of `ids` with producers built from `properties`; returns how many."""
 
-    def fence(partition: tuple[str, int]) -> None:
-        transactional_id = settings.transactional_id(*partition)
-        writer = producer({**settings.target_producer, "transactional.id": transactional_id})
+    def fence(transactional_id: str) -> None:
+        writer = producer({**properties, "transactional.id": transactional_id})
         try:
+            writer.list_topics(timeout=30)  # see transactions.init_transactions: skips a 500 ms retry
             writer.init_transactions(60)
         except KafkaException as exc:
-            raise translate(
-                exc, f"flow {settings.name}: fencing earlier writers of {transactional_id}"
-            ) from exc
+            raise translate(exc, f"{doing}: {transactional_id}") from exc
 
-    partitions = list(partitions)
-    if not settings.exactly_once or not partitions:
-        return 0
+    ids = list(ids)
     with ThreadPoolExecutor(max_workers=PARALLEL_FENCES) as pool:
-        list(pool.map(fence, partitions))
-    return len(partitions)
+        list(pool.map(fence, ids))
+    return len(ids)

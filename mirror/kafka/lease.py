@@ -8,17 +8,20 @@ it must stop. The data path fences zombies on its own; the lease turns that into
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from mirror.errors import FlowTakenOverError, KafkaClientError, ProducerStuckError
 from mirror.kafka.clients import consumer, producer, translate
+from mirror.kafka.flow_mark import FlowMark
 from mirror.kafka.transactions import (
     AbortableError,
     RetriableError,
     bounded,
     lease_reader_properties,
+    read_flow_mark,
     stop_if_flow_taken_over,
 )
 from mirror.replication.settings import FlowSettings
@@ -28,9 +31,21 @@ log = logging.getLogger(__name__)
 STUCK_RENEWALS = 5  # consecutive failed renewals before the producer is replaced
 
 
+def previous_mark(settings: FlowSettings) -> FlowMark | None:
+    """The mark the flow's last owner committed, read before this instance takes the lease."""
+    reader = consumer(lease_reader_properties(settings))
+    try:
+        return read_flow_mark(settings, reader)
+    finally:
+        reader.close()
+
+
 class FlowLease:
-    def __init__(self, settings: FlowSettings) -> None:
+    def __init__(self, settings: FlowSettings, mark: FlowMark) -> None:
         self._settings = settings
+        # What every renewal commits: owner, copy generation, task ids, stopping (mirror.kafka.flow_mark).
+        self.mark = mark
+        self._lock = threading.Lock()
         self._producer = self._new_producer()
         self._group = consumer({**settings.target_consumer, "group.id": settings.lease_group()})
         self._owner_reader = consumer(lease_reader_properties(settings))
@@ -54,8 +69,25 @@ class FlowLease:
             ) from exc
         self.last_renewed = time.monotonic()
 
+    def update(self, mark: FlowMark) -> None:
+        """Commit a new mark now (a new copy generation, or stopping); raises if the target refuses."""
+        with self._lock:
+            self.mark = mark
+            try:
+                self._commit_mark()
+            except (KafkaException, ProducerStuckError) as exc:
+                self._unfinished = self._unfinished or isinstance(exc, ProducerStuckError)
+                raise KafkaClientError(
+                    f"flow {self._settings.name}: recording the flow's mark: {exc}"
+                ) from exc
+            self.last_renewed = time.monotonic()
+
     def renew(self) -> None:
         """Raise FlowTakenOverError if another instance acquired the lease since."""
+        with self._lock:
+            self._renew()
+
+    def _renew(self) -> None:
         try:
             if self._needs_init:
                 # Asked again now, not only when the fence came: an instance that had just taken
@@ -118,7 +150,7 @@ class FlowLease:
     def _commit_mark(self) -> None:
         # An empty transaction never reaches the coordinator; committing a group offset does.
         # Its metadata names this instance: the flow's owner, as fenced tasks check (range_copier).
-        mark = [TopicPartition(self._settings.offsets_topic, 0, 0, metadata=self._settings.instance_id)]
+        mark = [TopicPartition(self._settings.offsets_topic, 0, 0, metadata=self.mark.encode())]
         doing = f"flow {self._settings.name}: renewing the lease"
         metadata = self._group.consumer_group_metadata()
         self._producer.begin_transaction()

@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from mirror.errors import FlowTakenOverError, KafkaClientError, ProducerFencedError, ProducerStuckError
 from mirror.kafka.clients import AUTHORIZATION_CODES, not_authorized
 from mirror.kafka.clients import producer as new_producer
+from mirror.kafka.flow_mark import FlowMark
 from mirror.replication.settings import FlowSettings
 
 _FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
@@ -132,6 +133,15 @@ def small_writer(
     return writer
 
 
+def abort(producer: Producer, doing: str) -> bool:
+    """Abort the open transaction, bounded; False if the producer is unusable and must be dropped."""
+    try:
+        bounded(lambda: producer.abort_transaction(30), 30, doing)
+    except (KafkaException, ProducerStuckError):
+        return False
+    return True
+
+
 def abort_quietly(producer: Producer) -> bool:
     """Abort the open transaction; False if the producer is unusable and must be dropped."""
     try:
@@ -141,21 +151,29 @@ def abort_quietly(producer: Producer) -> bool:
     return True
 
 
-def stop_if_flow_taken_over(settings: FlowSettings, owner_reader: Consumer) -> None:
-    """After a fence: raise FlowTakenOverError if another `mirror run` now owns the flow.
+def read_flow_mark(settings: FlowSettings, owner_reader: Consumer) -> FlowMark | None:
+    """The flow mark the lease's owner committed last (mirror.kafka.flow_mark); None if none yet.
 
-    Usually the fence came from another Python worker of this run taking the same transactional
-    id for a later task (spark-design.md P4), and re-initialising is the remedy. `owner_reader`
-    is a consumer in the flow's lease group, whose committed metadata names the owner.
+    `owner_reader` is a read_committed consumer in the flow's lease group.
     """
     (mark,) = call(
         lambda: owner_reader.committed([TopicPartition(settings.offsets_topic, 0)], timeout=30),
         f"flow {settings.name}: reading the flow's owner",
     )
-    if settings.instance_id and mark.metadata and mark.metadata != settings.instance_id:
+    return FlowMark.decode(mark.metadata)
+
+
+def stop_if_flow_taken_over(settings: FlowSettings, owner_reader: Consumer) -> FlowMark | None:
+    """After a fence: raise FlowTakenOverError if another `mirror run` now owns the flow.
+
+    Returns the mark read, so a caller can also check the copy generation it names.
+    """
+    mark = read_flow_mark(settings, owner_reader)
+    if settings.instance_id and mark is not None and mark.instance != settings.instance_id:
         raise FlowTakenOverError(
             f"flow {settings.name}: another mirror instance took over this flow; this writer stops"
         )
+    return mark
 
 
 def lease_reader_properties(settings: FlowSettings) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """The source component's metrics: MM2's MirrorSourceMetrics counterparts, plus what MM2 lacks.
 
-Fed on the driver from the executors' per-range stats rows and from Spark's progress.
+Fed on the driver from the copy tasks' stats messages (mirror.source.stats) and lag readings.
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ class SourceMetrics:
         )
         self.record_age = Gauge(
             "mirror_source_record_age_seconds",
-            "Age of the oldest record of the last committed range, at its commit",
+            "Per partition: age of the oldest record of the last transaction that copied it, at commit",
             partition_labels,
             registry=registry,
         )
         self.replication_latency = Histogram(
             "mirror_source_replication_latency_seconds",
-            "Per committed range: time from its oldest record's timestamp to its commit on the target",
+            "Per committed transaction: time from its oldest record's timestamp to its commit on the target",
             ("flow",),
             buckets=_LATENCY_BUCKETS,
             registry=registry,
@@ -46,7 +46,7 @@ class SourceMetrics:
         )
         self.transactions = Counter(
             "mirror_source_transactions",
-            "Range transactions by outcome",
+            "Copy task transactions by outcome",
             ("flow", "outcome"),
             registry=registry,
         )
@@ -64,20 +64,24 @@ class SourceMetrics:
         )
         self.errors = Counter("mirror_errors", "Errors by kind", ("flow", "kind"), registry=registry)
 
-    def record_ranges(self, flow: str, rows: list[dict[str, Any]]) -> None:
-        for row in rows:
-            labels = (flow, row["topic"], str(row["partition"]))
-            self.records.labels(*labels).inc(row["records"])
-            self.bytes.labels(*labels).inc(row["bytes"])
-            if row["truncated_records"]:
-                self.truncated.labels(*labels).inc(row["truncated_records"])
-            self.fenced.labels(flow).inc(row["fenced"])
-            self.transactions.labels(flow, "aborted").inc(row["aborted"])
-            if not row["skipped"]:
-                self.transactions.labels(flow, "committed").inc()
-            if row["records"]:
-                self.record_age.labels(*labels).set(row["max_record_age_seconds"])
-                self.replication_latency.labels(flow).observe(row["max_record_age_seconds"])
+    def record_task_stats(self, message: dict[str, Any]) -> None:
+        """One copy task's stats message (mirror.source.stats.TaskStats.message)."""
+        flow = message["flow"]
+        for key, (records, size) in message["records"].items():
+            topic, _, partition = key.rpartition(":")
+            self.records.labels(flow, topic, partition).inc(records)
+            self.bytes.labels(flow, topic, partition).inc(size)
+        for key, age in message["ages"].items():
+            topic, _, partition = key.rpartition(":")
+            self.record_age.labels(flow, topic, partition).set(age)
+        for key, records in message["truncated"].items():
+            topic, _, partition = key.rpartition(":")
+            self.truncated.labels(flow, topic, partition).inc(records)
+        self.fenced.labels(flow).inc(message["fenced"])
+        self.transactions.labels(flow, "aborted").inc(message["aborted"])
+        self.transactions.labels(flow, "committed").inc(message["transactions"])
+        for latency in message["latencies"]:
+            self.replication_latency.labels(flow).observe(latency)
 
     def record_lag(self, flow: str, lag: Mapping[tuple[str, int], int]) -> None:
         for (topic, partition), records in lag.items():

@@ -8,6 +8,7 @@ the validated MirrorConfig, and every name (transactional ids, groups, topics) c
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 
 from mirror.config.models import FlowConfig, MirrorConfig
@@ -35,7 +36,10 @@ class FlowSettings:
     emit_offset_syncs: bool = True
     offset_lag_max: int = 100
     offsets_topic: str = ""
-    max_records_per_batch: int = 400_000
+    # Copy tasks: how many, how often each commits a transaction, how long one Spark epoch runs.
+    tasks_max: int = 1
+    commit_interval_ms: int = 100
+    epoch_seconds: float = 120.0
     replication_factor: int | None = None
     internal_replication_factor: int | None = None
     config_properties_exclude: list[str] = field(default_factory=list)
@@ -77,8 +81,12 @@ class FlowSettings:
         other = self.target if self.offset_syncs_location == "source" else self.source
         return self.policy().offset_syncs_topic(other)
 
-    def transactional_id(self, topic: str, partition: int) -> str:
-        """One id per source partition: any new attempt at a partition's work fences the old one."""
+    def copy_task_transactional_id(self, index: int) -> str:
+        """Copy task `index`'s id. ':' cannot occur in a topic name, so no legacy id collides."""
+        return f"mirror-{self.source}-{self.target}-task:{index}"
+
+    def legacy_transactional_id(self, topic: str, partition: int) -> str:
+        """The per-partition id mirror used before copy tasks; fenced once when taking over from it."""
         return f"mirror-{self.source}-{self.target}-{topic}-{partition}"
 
     def positions_group(self) -> str:
@@ -132,6 +140,11 @@ class FlowSettings:
         return cls(**json.loads(text))
 
 
+def default_tasks_max() -> int:
+    """One copy task per core: each is a Python loop that can keep one core busy."""
+    return max(1, os.cpu_count() or 1)
+
+
 def flow_settings(
     config: MirrorConfig, source: str, target: str, flow: FlowConfig, *, instance_id: str = ""
 ) -> FlowSettings:
@@ -158,7 +171,9 @@ def flow_settings(
         emit_offset_syncs=flow.emit_offset_syncs,
         offset_lag_max=flow.offset_lag_max,
         offsets_topic=flow.offsets_storage_topic or f"mm2-offsets.{source}.internal",
-        max_records_per_batch=flow.max_records_per_batch,
+        tasks_max=flow.tasks_max or default_tasks_max(),
+        commit_interval_ms=flow.commit_interval_ms,
+        epoch_seconds=config.spark.epoch_seconds,
         replication_factor=flow.replication_factor,
         internal_replication_factor=flow.internal_topics_replication_factor,
         config_properties_exclude=list(flow.config_properties_exclude),

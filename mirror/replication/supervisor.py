@@ -11,7 +11,6 @@ in flight finishes (its transactions commit), and only then are the queries stop
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import signal
@@ -32,15 +31,16 @@ from pyspark.sql.streaming.query import StreamingQuery
 from mirror.config.models import FlowConfig, MirrorConfig
 from mirror.errors import ConfigError, FlowTakenOverError, MirrorError, ReplicationError
 from mirror.kafka.clients import check_properties, wait_until_reachable
-from mirror.kafka.fencing import fence_previous_writers
 from mirror.kafka.lease import FlowLease
-from mirror.kafka.positions import reconcile_positions
 from mirror.metrics import CheckpointMetrics, HeartbeatMetrics, SourceMetrics, serve
-from mirror.replication.job import start_source_query
-from mirror.replication.plan import parse_position_key
+from mirror.replication.progress import FlowProgress, LagReader, percentile, stats_handler
 from mirror.replication.rounds import start_round_query
 from mirror.replication.settings import FlowSettings, flow_settings
-from mirror.spark.session import build_session
+from mirror.source.connector import SourceConnector
+from mirror.source.job import start_copy_query
+from mirror.source.stats import StatsServer
+from mirror.spark.session import build_session, driver_host
+from mirror.spark.signals import threads_without_signals
 from mirror.topics.sync import TopicSync
 
 log = logging.getLogger("mirror")
@@ -63,40 +63,6 @@ _MIRROR_ERROR_LINE = re.compile(r"(?:mirror\.errors\.)?(\w+Error): (flow [^\n]+)
 
 
 @dataclass
-class FlowProgress:
-    """Counters one flow's foreachBatch updates and the progress line reads."""
-
-    records: int = 0
-    bytes: int = 0
-    batches: int = 0
-    fenced: int = 0
-    truncated: int = 0
-    window_records: int = 0
-    window_bytes: int = 0
-    window_started: float = field(default_factory=time.monotonic)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def add(self, rows: list[dict[str, Any]]) -> None:
-        with self.lock:
-            self.batches += 1
-            for row in rows:
-                self.records += row["records"]
-                self.bytes += row["bytes"]
-                self.window_records += row["records"]
-                self.window_bytes += row["bytes"]
-                self.fenced += row["fenced"]
-                self.truncated += row["truncated_records"]
-
-    def take_rates(self) -> tuple[float, float]:
-        with self.lock:
-            elapsed = max(time.monotonic() - self.window_started, 1e-6)
-            rates = self.window_records / elapsed, self.window_bytes / elapsed
-            self.window_records = self.window_bytes = 0
-            self.window_started = time.monotonic()
-            return rates
-
-
-@dataclass
 class _Component:
     """One of a flow's streaming queries (source, checkpoint, heartbeat) and its restart state."""
 
@@ -112,8 +78,9 @@ class _Flow:
     settings: FlowSettings
     config: FlowConfig
     topic_sync: TopicSync
-    lease: FlowLease
+    connector: SourceConnector
     stop_file: Path
+    lag: LagReader
     progress: FlowProgress = field(default_factory=FlowProgress)
     components: list[_Component] = field(default_factory=list)
     # Groups last seen with members on the target, reported once when they become so.
@@ -123,9 +90,9 @@ class _Flow:
     checkpointed_groups: int = 0
 
     @property
-    def query(self) -> StreamingQuery | None:
-        """The source query (progress and lag come from it)."""
-        return self.components[0].query if self.components else None
+    def lease(self) -> FlowLease:
+        assert self.connector.lease is not None, "the lease is taken when the flow starts"  # noqa: S101
+        return self.connector.lease
 
 
 class Supervisor:
@@ -144,6 +111,7 @@ class Supervisor:
         self._metrics = SourceMetrics(self.registry)
         self._checkpoint_metrics = CheckpointMetrics(self.registry)
         self._heartbeat_metrics = HeartbeatMetrics(self.registry)
+        self._stats: StatsServer | None = None
 
     def request_stop(self, *_: Any) -> None:
         self._stop.set()
@@ -179,8 +147,10 @@ class Supervisor:
     def _start(self, enabled: list[tuple[FlowSettings, FlowConfig]], scheduler: BackgroundScheduler) -> None:
         metrics = self._config.metrics
         self._check_state_dir()
-        if metrics.enabled:
-            serve(self.registry, metrics.host, metrics.port)
+        with threads_without_signals():
+            if metrics.enabled:
+                serve(self.registry, metrics.host, metrics.port)
+            self._stats = StatsServer(driver_host(self._config.spark), self._on_stats)
         self._reach_clusters([settings for settings, _ in enabled])
         for settings, flow_config in enabled:
             if self._stop.is_set():
@@ -188,9 +158,10 @@ class Supervisor:
             self._flows.append(self._prepare(settings, flow_config, self._state_dir))
         if self._stop.is_set():
             return
-        self._spark = build_session(self._config.spark)
+        copy_tasks = sum(flow.settings.tasks_max for flow in self._flows)
+        self._spark = build_session(self._config.spark, copy_tasks=copy_tasks, flows=len(self._flows))
         # SparkContext replaces the SIGINT handler with one that cancels every job mid-transaction;
-        # Ctrl-C must instead let the batch in flight commit, as SIGTERM does.
+        # Ctrl-C must instead let the tasks commit what they hold, as SIGTERM does.
         signal.signal(signal.SIGINT, self.request_stop)
         for flow in self._flows:
             if self._stop.is_set():
@@ -206,15 +177,18 @@ class Supervisor:
         assert spark is not None, "the Spark session starts before any query"  # noqa: S101
         settings, config = flow.settings, flow.config
         state = self._state_dir / _flow_dir(settings)
+        stats = self._stats
+        assert stats is not None, "the stats server starts before any query"  # noqa: S101
         components = [
             _Component(
                 "source",
-                lambda: start_source_query(
+                lambda: start_copy_query(
                     spark,
                     settings,
-                    state / "source",
-                    flow.stop_file,
-                    _recorder(flow.progress, self._metrics, self._out),
+                    checkpoint_dir=state / "source",
+                    assignment_file=flow.connector.assignment_file,
+                    stop_file=flow.stop_file,
+                    stats_address=stats.address,
                 ),
             )
         ]
@@ -324,6 +298,11 @@ class Supervisor:
             )
 
     def _prepare(self, settings: FlowSettings, flow_config: FlowConfig, state_dir: Path) -> _Flow:
+        if flow_config.max_records_per_batch is not None:
+            self._out(
+                f"flow {settings.name}: warning: max_records_per_batch no longer applies (copy tasks commit "
+                f"every commit_interval_ms, {settings.commit_interval_ms} ms); remove it from the configuration"
+            )
         if settings.exactly_once:
             self._out(
                 f"flow {settings.name}: exactly-once (records, positions and offset syncs commit together)"
@@ -348,16 +327,14 @@ class Supervisor:
             # Before the first copy: a remote topic created by hand with other configs (say
             # cleanup.policy=compact) would refuse records its source topic takes.
             topic_sync.sync_configs()
-        # Before any position is read: abort what a killed run left open, fence what still runs.
-        replicated = topic_sync.replicated_partitions()
-        fence_previous_writers(settings, replicated)
-        reconcile_positions(settings, set(replicated))
-        lease = FlowLease(settings)
-        lease.acquire()
-        stop_file = state_dir / _flow_dir(settings) / "stopping"
-        stop_file.parent.mkdir(parents=True, exist_ok=True)
+        flow_dir = state_dir / _flow_dir(settings)
+        flow_dir.mkdir(parents=True, exist_ok=True)
+        stop_file = flow_dir / "stopping"
         stop_file.unlink(missing_ok=True)
-        return _Flow(settings, flow_config, topic_sync, lease, stop_file)
+        # Takes the lease, fences every copy task of earlier runs, then publishes the assignment.
+        connector = SourceConnector(settings, topic_sync, flow_dir, self._out)
+        connector.start()
+        return _Flow(settings, flow_config, topic_sync, connector, stop_file, LagReader(settings))
 
     def _schedule(self, scheduler: BackgroundScheduler, flow: _Flow) -> None:
         flow_config = flow.config
@@ -373,9 +350,13 @@ class Supervisor:
 
             return run
 
+        def refresh() -> None:
+            flow.topic_sync.sync()
+            flow.connector.refresh()  # a new copy generation if partitions were added or removed
+
         if flow_config.refresh_topics:
             scheduler.add_job(
-                guarded(flow.topic_sync.sync, "topic refresh"),
+                guarded(refresh, "topic refresh"),
                 "interval",
                 seconds=flow_config.refresh_topics_interval_seconds,
             )
@@ -429,12 +410,25 @@ class Supervisor:
         # Safe: what was committed is on the target, and the restarted query starts from there.
         self._out(f"{error}; restarting the {component.name} component in {delay:g}s")
 
+    def _on_stats(self, message: dict[str, Any]) -> None:
+        flow = next((f for f in self._flows if f.settings.name == message["flow"]), None)
+        if flow is not None:
+            stats_handler(flow.progress, self._metrics, self._out)(message)
+
     def _report(self, flow: _Flow) -> None:
-        records_per_second, bytes_per_second = flow.progress.take_rates()
-        lag = _lag(flow.query)
-        if lag is not None:
+        records_per_second, bytes_per_second, latencies = flow.progress.take_window()
+        published = flow.connector.published
+        try:
+            lag = flow.lag.read(sorted(published.assignment.partitions)) if published else {}
             self._metrics.record_lag(flow.settings.name, lag)
-        lag_text = f"{sum(lag.values()):,} records" if lag is not None else "unknown"
+            lag_text = f"{sum(lag.values()):,} records"
+        except MirrorError:
+            lag_text = "unknown"
+        latency = (
+            f", latency p50 {percentile(latencies, 50):.2f}s p99 {percentile(latencies, 99):.2f}s"
+            if latencies
+            else ""
+        )
         silent = time.monotonic() - flow.lease.last_renewed
         health = (
             f"; {flow.settings.target} not answering for {silent:.0f}s, retrying"
@@ -444,7 +438,7 @@ class Supervisor:
         groups = f", {flow.checkpointed_groups} groups checkpointed" if flow.checkpointed_groups else ""
         self._out(
             f"flow {flow.settings.name}: {records_per_second:,.0f} records/s, "
-            f"{bytes_per_second / 1e6:,.2f} MB/s, lag {lag_text}, {flow.progress.records:,} copied"
+            f"{bytes_per_second / 1e6:,.2f} MB/s, lag {lag_text}{latency}, {flow.progress.records:,} copied"
             f"{groups}{health}"
         )
 
@@ -453,6 +447,10 @@ class Supervisor:
             scheduler.shutdown(wait=True)
         for flow in self._flows:
             flow.stop_file.touch()
+            try:
+                flow.connector.stop_tasks()
+            except MirrorError as exc:
+                log.warning("flow %s: could not tell the copy tasks to stop: %s", flow.settings.name, exc)
         deadline = time.monotonic() + DRAIN_SECONDS
         for flow in self._flows:
             for component in flow.components:
@@ -463,7 +461,10 @@ class Supervisor:
                     # and what it had in flight is aborted or fenced by the next run.
                     log.info("flow %s: %s query already gone", flow.settings.name, component.name)
             flow.lease.close()
+            flow.lag.close()
             flow.stop_file.unlink(missing_ok=True)
+        if self._stats is not None:
+            self._stats.close()
         log.info("stopped")
 
 
@@ -478,48 +479,8 @@ def _drain(query: StreamingQuery | None, deadline: float) -> None:
         query.stop()
 
 
-def _recorder(
-    progress: FlowProgress, metrics: SourceMetrics, out: Callable[[str], None]
-) -> Callable[[FlowSettings, list[dict[str, Any]], int], None]:
-    def record(settings: FlowSettings, rows: list[dict[str, Any]], _batch_id: int) -> None:
-        progress.add(rows)
-        metrics.record_ranges(settings.name, rows)
-        for row in rows:
-            if row["recopied_from"] >= 0:
-                out(
-                    f"flow {settings.name}: {settings.remote_topic(row['topic'])}-{row['partition']} on "
-                    f"{settings.target} had been deleted or re-created empty; copied {row['topic']}-"
-                    f"{row['partition']} into it again from offset {row['recopied_from']}"
-                )
-
-    return record
-
-
 def _flow_dir(settings: FlowSettings) -> str:
     return f"{settings.source}-{settings.target}"
-
-
-def _lag(query: StreamingQuery | None) -> dict[tuple[str, int], int] | None:
-    """Per source partition, records the source has that this flow has not copied; None if unknown."""
-    progress = query.lastProgress if query is not None else None
-    if not progress:
-        return None
-    lag: dict[tuple[str, int], int] = {}
-    for source in progress["sources"]:
-        latest, end = _positions(source["latestOffset"]), _positions(source["endOffset"])
-        if latest is None or end is None:
-            return None
-        for key, offset in latest.items():
-            lag[parse_position_key(key)] = max(0, offset - end.get(key, offset))
-    return lag
-
-
-def _positions(value: object) -> dict[str, int] | None:
-    # Spark reports offsets as JSON text, "null" before the first batch.
-    parsed = json.loads(value) if isinstance(value, str) else value
-    if not isinstance(parsed, dict):
-        return None
-    return {str(key): int(offset) for key, offset in parsed.items()}
 
 
 def _query_error(settings: FlowSettings, query: StreamingQuery) -> tuple[str, ReplicationError]:

@@ -4,37 +4,50 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import sys
 from importlib import resources
 
 from pyspark.sql import SparkSession
 
 from mirror.config.models import SparkConfig
-from mirror.spark.source import MirrorSource
+from mirror.source.job import MirrorCopySource
+from mirror.spark.signals import start_ignoring_sigterm
 from mirror.spark.ticks import TickSource
 
-# Retries per task in local mode (local[N,F]): a failed range retries inside its batch.
+# Retries per task in local mode (local[N,F]): a failed task retries inside its epoch.
 LOCAL_TASK_ATTEMPTS = 4
-# Task slots added in local mode for the checkpoint and heartbeat rounds. Tasks wait on Kafka,
-# not on a core, and copy tasks stuck on a frozen source must not starve the heartbeats that
-# tell monitoring so.
+# Task slots per flow for its checkpoint and heartbeat rounds. Copy tasks hold a slot for a whole
+# epoch, and copy tasks stuck on a frozen source must not starve the heartbeats that tell
+# monitoring so.
 ROUND_SLOTS = 2
 
 
-def local_master(master: str) -> str:
-    """local, local[*], local[N]: ROUND_SLOTS more task slots and LOCAL_TASK_ATTEMPTS tries per task.
+def local_master(master: str, *, copy_tasks: int = 0, flows: int = 1) -> str:
+    """local, local[*], local[N]: a slot per copy task, ROUND_SLOTS per flow, LOCAL_TASK_ATTEMPTS tries.
 
-    local[N,F] is taken as the user wrote it.
+    At least as many slots as local[N] asked for (N cores for local[*]); local[N,F] is taken as
+    the user wrote it.
     """
     match = re.fullmatch(r"local(?:\[(\*|\d+)\])?", master)
     if match is None:
         return master
     threads = match.group(1) or "1"
-    slots = (os.cpu_count() or 1) if threads == "*" else int(threads)
-    return f"local[{slots + ROUND_SLOTS},{LOCAL_TASK_ATTEMPTS}]"
+    asked = (os.cpu_count() or 1) if threads == "*" else int(threads)
+    slots = max(asked, copy_tasks) + ROUND_SLOTS * max(1, flows)
+    return f"local[{slots},{LOCAL_TASK_ATTEMPTS}]"
 
 
-def build_session(config: SparkConfig) -> SparkSession:
+def driver_host(config: SparkConfig) -> str:
+    """The address executors reach the driver at (copy tasks send their stats there)."""
+    if "spark.driver.host" in config.conf:
+        return config.conf["spark.driver.host"]
+    if config.master.startswith("local"):
+        return "127.0.0.1"
+    return socket.gethostbyname(socket.gethostname())
+
+
+def build_session(config: SparkConfig, *, copy_tasks: int = 0, flows: int = 1) -> SparkSession:
     # Executors and the data-source planner run this interpreter, so they import this very
     # `mirror` (Spark ignores spark.pyspark.python in 4.3; only the environment counts).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -43,12 +56,13 @@ def build_session(config: SparkConfig) -> SparkSession:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     log4j = resources.files("mirror.spark") / "log4j2.properties"
     builder = (
-        SparkSession.builder.master(local_master(config.master))
+        SparkSession.builder.master(local_master(config.master, copy_tasks=copy_tasks, flows=flows))
         .appName(config.app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.python.worker.reuse", "true")
+        .config("spark.python.daemon.module", "mirror.spark.daemon")
         # Fair shares between the per-component pools the supervisor assigns (source, checkpoint,
         # heartbeat), so small rounds are not queued behind a large copy batch.
         .config("spark.scheduler.mode", "FAIR")
@@ -57,8 +71,8 @@ def build_session(config: SparkConfig) -> SparkSession:
     )
     for key, value in config.conf.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    spark = start_ignoring_sigterm(builder.getOrCreate)
     spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(MirrorSource)
+    spark.dataSource.register(MirrorCopySource)
     spark.dataSource.register(TickSource)
     return spark

@@ -78,7 +78,7 @@ def test_checkpoints_never_move_backwards_across_sigkills_and_restarts(
         groups=[group],
         emit_checkpoints_interval_seconds=1,
         sync_group_offsets_interval_seconds=1,
-        max_records_per_batch=500,
+        
     )
     stop = threading.Event()
     commits: list[int] = []

@@ -60,7 +60,7 @@ def test_a_broker_killed_and_restarted_mid_stream_loses_and_duplicates_nothing(
     create_topic(source_cluster.bootstrap_servers, topic, partitions=4)
     produce(source_cluster, topic, BACKLOG, 0)
     traffic = Traffic(source_cluster, {topic: 4}).start()
-    config = write_config(tmp_path, source_cluster, target_cluster, [topic], max_records_per_batch=4000)
+    config = write_config(tmp_path, source_cluster, target_cluster, [topic])
     run = MirrorRun(config, tmp_path / "run.log")
     try:
         wait_until_copying(source_cluster, target_cluster, [topic], run, more=4000)
@@ -108,7 +108,7 @@ def test_a_target_frozen_longer_than_the_transaction_timeout_loses_and_duplicate
         target_cluster,
         [topic],
         clusters={"B": {"producer": {"transaction.timeout.ms": TRANSACTION_TIMEOUT_MS}}},
-        max_records_per_batch=4000,
+        
     )
     run = MirrorRun(config, tmp_path / "run.log")
     traffic = Traffic(source_cluster, {topic: 4})

@@ -51,7 +51,7 @@ def test_sigkills_of_mirror_run_at_ten_random_moments_lose_and_duplicate_nothing
     assert large.flush(60) == 0
     traffic = Traffic(source_cluster, dict(zip(topics, (4, 3, 2), strict=True)), per_second=1000).start()
 
-    config = write_config(tmp_path, source_cluster, target_cluster, topics, max_records_per_batch=6000)
+    config = write_config(tmp_path, source_cluster, target_cluster, topics)
     rng = random.Random(7)
     moments: Counter[str] = Counter()
     try:
@@ -108,7 +108,7 @@ def test_sigkill_of_python_workers_mid_transaction_loses_and_duplicates_nothing(
     create_topic(source_cluster.bootstrap_servers, topic, partitions=4)
     produce_mixed(source_cluster, topic, 60_000, 4, seed=12, aborted_every=6)
     traffic = Traffic(source_cluster, {topic: 4}).start()
-    config = write_config(tmp_path, source_cluster, target_cluster, [topic], max_records_per_batch=8000)
+    config = write_config(tmp_path, source_cluster, target_cluster, [topic])
     run = MirrorRun(config, tmp_path / "run.log")
     killed = []
     workers = _Workers(run)

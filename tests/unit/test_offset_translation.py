@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mirror.kafka.wire import Checkpoint, OffsetSync
-from mirror.replication.offset_syncs import syncs_for_range
+from mirror.source.offset_syncs import syncs_for_range
 from mirror.translation import CheckpointStore, OffsetSyncStore, plan_group_sync
 from mirror.translation.sync_store import SLOTS, TOO_OLD
 

@@ -2,72 +2,10 @@
 
 from __future__ import annotations
 
-from hypothesis import given
-from hypothesis import strategies as st
-
 from mirror.policy import DefaultReplicationPolicy, TopicFilter
 from mirror.policy.filters import DEFAULT_CONFIG_PROPERTIES_EXCLUDE
-from mirror.replication.offset_syncs import PartitionState, syncs_for_range
-from mirror.replication.plan import (
-    SourcePartitionRange,
-    parse_position_key,
-    plan_end,
-    position_key,
-    ranges_between,
-)
+from mirror.source.offset_syncs import PartitionState, syncs_for_range
 from mirror.topics.plan import TopicAcl, acls_to_sync, config_changes, plan_topics
-
-
-def test_position_keys_round_trip_topic_names_with_dots_and_dashes() -> None:
-    assert parse_position_key(position_key("a.b-c_d", 12)) == ("a.b-c_d", 12)
-
-
-def test_plan_end_keeps_keys_sorted_so_spark_sees_no_phantom_change() -> None:
-    end = plan_end({"b:0": 0, "a:0": 0}, {"a:0": 5, "b:0": 7}, None)
-    assert list(end) == ["a:0", "b:0"]
-    assert end == {"a:0": 5, "b:0": 7}
-
-
-def test_plan_end_shares_the_record_limit_among_partitions_with_data() -> None:
-    end = plan_end({"t:0": 0, "t:1": 0, "t:2": 50}, {"t:0": 10_000, "t:1": 10_000, "t:2": 50}, 4000)
-    assert end == {"t:0": 2000, "t:1": 2000, "t:2": 50}
-
-
-def test_plan_end_never_moves_a_position_backwards() -> None:
-    assert plan_end({"t:0": 100}, {"t:0": 40}, None) == {"t:0": 100}
-
-
-def test_a_new_partition_enters_at_its_start_without_advancing() -> None:
-    end = plan_end({"t:0": 5}, {"t:0": 9, "t:1": 30}, None, new_partitions={"t:1": 10})
-    assert end == {"t:0": 9, "t:1": 10}
-    # The next batch starts from that end, and now t:1 advances.
-    assert plan_end(end, {"t:0": 9, "t:1": 30}, None) == {"t:0": 9, "t:1": 30}
-
-
-def test_ranges_cover_exactly_the_advanced_partitions() -> None:
-    ranges = ranges_between({"t:0": 5, "t:1": 3, "u:0": 0}, {"t:0": 9, "t:1": 3, "u:0": 2})
-    assert ranges == [SourcePartitionRange("t", 0, 5, 9), SourcePartitionRange("u", 0, 0, 2)]
-
-
-@given(
-    st.dictionaries(st.sampled_from([f"t:{i}" for i in range(6)]), st.integers(0, 10**6), min_size=1),
-    st.integers(0, 10**5),
-    st.integers(1, 10**6),
-)
-def test_consecutive_batches_cover_every_offset_once(start: dict[str, int], extra: int, limit: int) -> None:
-    available = {key: position + extra for key, position in start.items()}
-    covered = {key: 0 for key in start}
-    position = dict(start)
-    for _ in range(10_000):
-        end = plan_end(position, available, limit)
-        if end == position:
-            break
-        for r in ranges_between(position, end):
-            key = position_key(r.topic, r.partition)
-            assert r.start == start[key] + covered[key]  # contiguous: no gap, no overlap
-            covered[key] += r.end - r.start
-        position = end
-    assert covered == {key: extra for key in start}
 
 
 def test_first_record_gaps_and_last_record_get_syncs() -> None:

@@ -1,0 +1,55 @@
+"""Single-partition reads a copy task needs now and then: watermarks, emptiness, a seek."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from mirror.kafka.transactions import RetriableError, call, classify
+
+STALL_SECONDS = 60.0
+
+
+def watermarks(reader: Consumer, topic: str, partition: int, *, doing: str) -> tuple[int, int]:
+    """(low, high) of the partition, asked of the broker; high is the LSO for a read_committed reader."""
+    low, high = call(
+        lambda: reader.get_watermark_offsets(TopicPartition(topic, partition), timeout=30, cached=False),
+        doing,
+    )
+    return int(low), int(high)
+
+
+def holds_no_committed_record(reader: Consumer, topic: str, partition: int, *, where: str) -> bool:
+    """True if the partition has no committed record (aborted ones and markers do not count).
+
+    `reader` must be read_committed with enable.partition.eof.
+    """
+    low, high = watermarks(reader, topic, partition, doing=f"{where}: reading {topic}'s watermarks")
+    if high <= low:
+        return True
+    reader.assign([TopicPartition(topic, partition, low)])
+    deadline = time.monotonic() + STALL_SECONDS
+    try:
+        while time.monotonic() < deadline:
+            for message in reader.consume(num_messages=1, timeout=0.05):
+                error = message.error()
+                if error is None:
+                    return False
+                if error.code() == KafkaError._PARTITION_EOF:
+                    return True
+                raise classify(KafkaException(error), f"{where}: reading {topic}")
+    finally:
+        reader.unassign()
+    raise RetriableError(f"{where}: could not read {topic} to its end in {STALL_SECONDS:g}s")
+
+
+def seek(source: Consumer, topic: str, partition: int, offset: int) -> None:
+    """Move an assigned partition of `source` to `offset`."""
+    target = TopicPartition(topic, partition, offset)
+    try:
+        source.seek(target)
+    except KafkaException:
+        # A partition in an error state may refuse a seek; assigning it afresh always works.
+        source.incremental_unassign([TopicPartition(topic, partition)])
+        source.incremental_assign([target])

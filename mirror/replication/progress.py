@@ -1,0 +1,100 @@
+"""What the progress line and the source metrics say about a flow, fed by its copy tasks' stats.
+
+Copy tasks send a stats message about once a second (mirror.source.stats); this turns them into
+Prometheus metrics and the counters the supervisor prints every few seconds. Lag comes from Kafka
+itself: the source's last stable offsets against the positions the flow committed on the target.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+from mirror.kafka.admin import committed_positions, last_stable_offsets
+from mirror.kafka.clients import admin_client, consumer
+from mirror.metrics import SourceMetrics
+from mirror.replication.settings import FlowSettings
+
+
+@dataclass
+class FlowProgress:
+    """Counters the stats messages update and the progress line reads."""
+
+    records: int = 0
+    bytes: int = 0
+    fenced: int = 0
+    truncated: int = 0
+    window_records: int = 0
+    window_bytes: int = 0
+    window_latencies: list[float] = field(default_factory=list)
+    window_started: float = field(default_factory=time.monotonic)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, message: dict[str, Any]) -> None:
+        with self.lock:
+            for records, size in message["records"].values():
+                self.records += records
+                self.bytes += size
+                self.window_records += records
+                self.window_bytes += size
+            self.fenced += message["fenced"]
+            self.truncated += sum(message["truncated"].values())
+            self.window_latencies.extend(message["latencies"])
+
+    def take_window(self) -> tuple[float, float, list[float]]:
+        """(records/s, bytes/s, transaction latencies) since the last call."""
+        with self.lock:
+            elapsed = max(time.monotonic() - self.window_started, 1e-6)
+            window = self.window_records / elapsed, self.window_bytes / elapsed, sorted(self.window_latencies)
+            self.window_records = self.window_bytes = 0
+            self.window_latencies = []
+            self.window_started = time.monotonic()
+            return window
+
+
+def stats_handler(
+    progress: FlowProgress, metrics: SourceMetrics, out: Callable[[str], None]
+) -> Callable[[dict[str, Any]], None]:
+    """Applies one copy task's stats message: metrics, progress counters, and its events' lines."""
+
+    def handle(message: dict[str, Any]) -> None:
+        progress.add(message)
+        metrics.record_task_stats(message)
+        for _kind, line in message["events"]:
+            out(line)
+
+    return handle
+
+
+class LagReader:
+    """Per source partition, records the source has that the flow has not committed yet."""
+
+    def __init__(self, settings: FlowSettings) -> None:
+        self._settings = settings
+        self._source_admin = admin_client(settings.source_admin)
+        self._positions = consumer(
+            {
+                **settings.target_consumer,
+                "group.id": settings.positions_group(),
+                "isolation.level": "read_committed",
+            }
+        )
+
+    def read(self, partitions: Collection[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        s = self._settings
+        ends = last_stable_offsets(self._source_admin, partitions)
+        positions = committed_positions(self._positions, [(s.remote_topic(t), p) for t, p in partitions])
+        return {
+            (t, p): max(0, end - positions.get((s.remote_topic(t), p), 0)) for (t, p), end in ends.items()
+        }
+
+    def close(self) -> None:
+        self._positions.close()
+
+
+def percentile(ordered: list[float], percent: float) -> float:
+    index = min(len(ordered) - 1, max(0, round(percent / 100 * len(ordered)) - 1))
+    return ordered[index]

@@ -1,0 +1,99 @@
+"""The source connector on the driver (MM2's MirrorSourceConnector): who owns the flow, which
+copy task copies which partitions, and the fencing round before a new assignment copies.
+
+Order, at start and whenever the replicated partitions change:
+  1. commit the flow mark naming the new generation (mirror.kafka.flow_mark) through the lease;
+     from then on a task of an older generation that re-opens sees it and ends;
+  2. fence every copy-task transactional id that may exist (ids 0..task_ids-1): whatever a task
+     of an older generation still holds open is aborted, and its next call fails as fenced;
+  3. publish the assignment for the planner, which starts the generation's tasks in the next epoch.
+A zombie task can therefore never commit a partition another task now owns (KIP-618's rule).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection
+from dataclasses import replace
+from pathlib import Path
+
+from mirror.kafka.fencing import fence_transactional_ids
+from mirror.kafka.flow_mark import FlowMark
+from mirror.kafka.lease import FlowLease, previous_mark
+from mirror.kafka.positions import reconcile_positions
+from mirror.replication.settings import FlowSettings
+from mirror.source.assignment import Assignment, SourcePartition, assign, moved
+from mirror.source.job import PublishedAssignment
+from mirror.topics.sync import TopicSync
+
+log = logging.getLogger(__name__)
+
+
+class SourceConnector:
+    def __init__(
+        self, settings: FlowSettings, topic_sync: TopicSync, state_dir: Path, out: Callable[[str], None]
+    ) -> None:
+        self._settings = settings
+        self._topic_sync = topic_sync
+        self._out = out
+        self.assignment_file = state_dir / "assignment.json"
+        self.lease: FlowLease | None = None
+        self.published: PublishedAssignment | None = None
+
+    def start(self) -> None:
+        """Take the flow from whoever had it, fence their tasks, then publish the first assignment."""
+        settings = self._settings
+        replicated = self._topic_sync.replicated_partitions()
+        previous = previous_mark(settings)
+        task_ids = max(previous.task_ids if previous else 0, settings.tasks_max)
+        generation = (previous.generation if previous else 0) + 1
+        self.lease = FlowLease(settings, FlowMark(settings.instance_id, generation, task_ids))
+        self.lease.acquire()
+        # A mirror from before copy tasks wrote per-partition transactions; end those too.
+        legacy = replicated if previous is not None and previous.legacy else []
+        self._fence(legacy)
+        reconcile_positions(settings, set(replicated))
+        self._publish(replicated, generation, PublishedAssignment.read(self.assignment_file))
+
+    def refresh(self) -> None:
+        """After a topic refresh: a new generation if partitions were added or removed."""
+        if self.published is None or self.lease is None:
+            return
+        replicated = self._topic_sync.replicated_partitions()
+        if set(replicated) == self.published.assignment.partitions:
+            return
+        generation = self.published.assignment.generation + 1
+        self.lease.update(replace(self.lease.mark, generation=generation))
+        self._fence([])
+        self._publish(replicated, generation, self.published)
+
+    def stop_tasks(self) -> None:
+        """Tell every copy task to commit what it holds and return (they read the mark twice a second)."""
+        if self.lease is not None:
+            self.lease.update(replace(self.lease.mark, stopping=True))
+
+    def _fence(self, legacy: Collection[SourcePartition]) -> None:
+        settings = self._settings
+        if not settings.exactly_once or self.lease is None:
+            return
+        ids = [settings.copy_task_transactional_id(i) for i in range(self.lease.mark.task_ids)]
+        ids += [settings.legacy_transactional_id(t, p) for t, p in legacy]
+        fence_transactional_ids(settings.target_producer, ids, doing=f"flow {settings.name}: fencing")
+
+    def _publish(
+        self, replicated: Collection[SourcePartition], generation: int, previous: PublishedAssignment | None
+    ) -> None:
+        settings = self._settings
+        before = previous.assignment.tasks if previous is not None else None
+        tasks = assign(replicated, settings.tasks_max, before)
+        known = previous.assignment.partitions if previous is not None else set()
+        published = PublishedAssignment(Assignment(generation, tasks), frozenset(set(replicated) - known))
+        published.write(self.assignment_file)
+        if previous is not None and self.published is not None:
+            self._out(
+                f"flow {settings.name}: {len(replicated):,} partitions to copy "
+                f"({len(published.new):,} new, {moved(before or (), tasks)} moved between tasks), "
+                f"{sum(1 for t in tasks if t)} copy tasks, generation {generation}"
+            )
+        self.published = published
+        log.info("flow %s: assignment generation %d published", settings.name, generation)

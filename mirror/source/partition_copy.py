@@ -1,0 +1,97 @@
+"""One source partition inside a copy task: its position, the open transaction's records, and
+which of them get an OffsetSync. No Kafka client here; the task feeds it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mirror.source.offset_syncs import PartitionState, triggered_syncs
+
+
+@dataclass(eq=False)
+class PartitionCopy:
+    """Implements mirror.kafka.record_copy.CopySink."""
+
+    flow: str
+    topic: str
+    partition: int
+    remote_topic: str
+    offset_lag_max: int
+    # Next source offset to copy; `committed` is the same as last committed on the target.
+    position: int = 0
+    committed: int | None = None
+    # The open transaction's records: source offsets in order and, as reports arrive, where
+    # each landed on the target (-1 for a failed delivery).
+    upstream: list[int] = field(default_factory=list)
+    downstream: list[int] = field(default_factory=list)
+    bytes: int = 0
+    oldest_ms: int = 0
+    failure: Any = None  # the first delivery error of the open transaction
+    failed_at: int = -1  # its index in `upstream`
+    # MM2's sync triggers, kept across transactions, and the last copied pair no sync covers yet.
+    syncs: PartitionState = field(init=False)
+    unsynced: tuple[int, int] | None = None
+    # Where the previous transaction's last record landed: a re-created remote topic starts lower.
+    last_downstream: int = -1
+    truncated: int = 0
+
+    def __post_init__(self) -> None:
+        self.syncs = PartitionState(self.offset_lag_max)
+
+    def where(self) -> str:
+        return f"flow {self.flow}: {self.topic}-{self.partition}"
+
+    def on_delivery(self, error: Any, message: Any) -> None:
+        if error is not None:
+            if self.failure is None:
+                self.failure, self.failed_at = error, len(self.downstream)
+            self.downstream.append(-1)
+        else:
+            # Per partition, librdkafka reports deliveries in produce order (idempotent producer).
+            self.downstream.append(message.offset())
+
+    @property
+    def pending(self) -> int:
+        return len(self.upstream)
+
+    def moved_since_commit(self) -> bool:
+        return self.committed is None or self.position != self.committed
+
+    def recreated_remote(self) -> bool:
+        """True if this transaction's first record landed below the previous one's last: the remote
+        partition was deleted and re-created while the task ran (or truncated by hand)."""
+        first = next((offset for offset in self.downstream if offset >= 0), -1)
+        return 0 <= first <= self.last_downstream
+
+    def take_syncs(self) -> list[tuple[int, int]]:
+        """(upstream, downstream) pairs to sync for the open transaction's records: MM2's triggers."""
+        syncs, unsynced = triggered_syncs(self.syncs, zip(self.upstream, self.downstream, strict=True))
+        if self.upstream:
+            self.unsynced = unsynced
+        return syncs
+
+    def take_trailing_sync(self) -> tuple[int, int] | None:
+        """The last copied record's pair, once the partition went quiet without a sync for it.
+
+        With it, a group that consumed everything on the source translates to exactly the end of
+        the remote partition; emitting it only when the partition is quiet keeps busy partitions
+        at MM2's rate of syncs.
+        """
+        pair, self.unsynced = self.unsynced, None
+        return pair
+
+    def committed_now(self) -> None:
+        """The open transaction committed: its records are on the target for good."""
+        if self.downstream:
+            self.last_downstream = max(self.last_downstream, self.downstream[-1])
+        self.committed = self.position
+        self.clear()
+
+    def clear(self) -> None:
+        self.upstream = []
+        self.downstream = []
+        self.bytes = 0
+        self.oldest_ms = 0
+        self.failure, self.failed_at = None, -1

@@ -1,0 +1,132 @@
+"""Where a copy task starts each partition, and what it does when the source lost records.
+
+The positions group on the target is the truth: after the task's producer is initialised (every
+older holder of its transactional id fenced), what it says was committed was copied. A partition
+without a position is either new to the assignment (start at the source's earliest offset) or its
+remote topic was deleted on the target, which made Kafka drop the group's offsets for it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection
+
+from confluent_kafka import Consumer
+from confluent_kafka.admin import AdminClient
+
+from mirror.errors import KafkaClientError, RemoteTopicDeletedError, SourceTruncatedError
+from mirror.kafka.admin import committed_positions, earliest_offsets
+from mirror.kafka.offsets_store import read_to_end
+from mirror.kafka.partition_reads import holds_no_committed_record, seek, watermarks
+from mirror.kafka.source_offsets import CONNECTOR_NAME, decode_key, decode_value
+from mirror.replication.settings import FlowSettings
+from mirror.source.partition_copy import PartitionCopy
+
+log = logging.getLogger(__name__)
+Report = Callable[[str, str], None]  # (event kind, one-line message) for the driver's output
+
+
+def read_positions(
+    settings: FlowSettings,
+    parts: Collection[PartitionCopy],
+    *,
+    new: Collection[tuple[str, int]],
+    positions: Consumer,
+    source_admin: AdminClient,
+    remote: Consumer,
+    report: Report,
+) -> None:
+    """Set every partition's position from the target; what had none starts at the earliest offset."""
+    committed = committed_positions(positions, [(p.remote_topic, p.partition) for p in parts])
+    missing = [p for p in parts if (p.remote_topic, p.partition) not in committed]
+    for part in parts:
+        found = committed.get((part.remote_topic, part.partition))
+        if found is not None:
+            part.position = part.committed = found
+    if not missing:
+        return
+    earliest = earliest_offsets(source_admin, [(p.topic, p.partition) for p in missing])
+    for part in missing:
+        low = earliest[(part.topic, part.partition)]
+        had_position = part.committed is not None
+        part.committed = None  # so the task's first commit records where it starts
+        if not had_position and (part.topic, part.partition) in new:
+            part.position = low
+        elif holds_no_committed_record(remote, part.remote_topic, part.partition, where=part.where()):
+            part.position = _recopy(settings, part, low, report)
+        else:
+            part.position = _from_offsets_topic(settings, part)
+
+
+def _recopy(settings: FlowSettings, part: PartitionCopy, low: int, report: Report) -> int:
+    message = (
+        f"{part.where()}: {part.remote_topic}-{part.partition} on {settings.target} holds no record "
+        "and the flow's position for it is gone: the remote topic was deleted or re-created"
+    )
+    if settings.on_remote_topic_deleted == "fail":
+        raise RemoteTopicDeletedError(
+            f"{message}; restore it, or set on_remote_topic_deleted: recopy to copy the partition "
+            f"again from offset {low}"
+        )
+    log.error("%s; copying the partition again from offset %d", message, low)
+    report(
+        "recopied",
+        f"flow {settings.name}: {part.remote_topic}-{part.partition} on {settings.target} had been deleted "
+        f"or re-created empty; copying {part.topic}-{part.partition} into it again from offset {low}",
+    )
+    return low
+
+
+def _from_offsets_topic(settings: FlowSettings, part: PartitionCopy) -> int:
+    """The positions group lost a partition whose remote copy holds records (the group was deleted
+    by hand): Connect's offsets topic still says how far the flow got."""
+    for raw_key, raw_value in read_to_end(settings.target_consumer, settings.offsets_topic).items():
+        decoded = decode_key(raw_key)
+        offset = decode_value(raw_value)
+        if decoded is None or offset is None or decoded[0] != CONNECTOR_NAME:
+            continue
+        source = decoded[1]
+        if (source.cluster, source.topic, source.partition) == (settings.source, part.topic, part.partition):
+            log.warning("%s: position taken from %s: %d", part.where(), settings.offsets_topic, offset + 1)
+            return offset + 1
+    raise KafkaClientError(
+        f"{part.where()}: the flow's position for {part.remote_topic}-{part.partition} is gone from group "
+        f"{settings.positions_group()} and from {settings.offsets_topic}, but the remote partition holds "
+        "records; restore the group's offsets, or delete the remote topic to copy the partition again"
+    )
+
+
+def skip_lost_records(settings: FlowSettings, part: PartitionCopy, source: Consumer, report: Report) -> int:
+    """The source no longer has the partition's position: retention deleted records before they were
+    copied, or the topic was deleted and re-created. Returns where copying goes on, per
+    `on_source_truncation`; the records skipped are counted and reported, never skipped silently."""
+    low, high = watermarks(
+        source, part.topic, part.partition, doing=f"{part.where()}: reading the source watermarks"
+    )
+    position = part.position
+    if low <= position <= high:
+        return position  # back in range (a leader change); nothing was lost
+    if position > high:
+        message = (
+            f"{part.where()}: the source partition now ends at offset {high}, below the {position} records "
+            "already copied: the topic was deleted and re-created"
+        )
+        remedy = "set on_source_truncation: continue to copy the new topic from its start"
+        lost = 0
+    else:
+        lost = low - position
+        message = (
+            f"{part.where()}: {lost} records (offsets {position}..{low - 1}) were deleted on the source "
+            "before they were copied (retention or topic re-created)"
+        )
+        remedy = f"set on_source_truncation: continue to go on from offset {low}"
+    if settings.on_source_truncation == "fail":
+        raise SourceTruncatedError(f"{message}; {remedy}")
+    log.error("%s; continuing from offset %d", message, low)
+    report("truncated", f"{message}; continuing from offset {low}")
+    part.truncated += lost
+    return int(low)
+
+
+def seek_to_position(source: Consumer, part: PartitionCopy) -> None:
+    seek(source, part.topic, part.partition, part.position)

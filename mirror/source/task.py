@@ -1,0 +1,291 @@
+"""A copy task: MM2's MirrorSourceTask for `mirror`. Runs on a Spark executor for one epoch.
+
+The task owns a fixed set of source partitions for its generation. It consumes them all with
+one consumer and writes with one producer whose transactional id belongs to the task slot, so
+opening the task fences every older holder of the slot (a retried Spark task, the previous epoch,
+a zombie). Every `commit_interval_ms` it commits what it copied (mirror.source.transaction).
+
+It ends when the epoch's window runs out, when the flow mark names a newer generation (the
+assignment changed) or says the owner is stopping, and raises FlowTakenOverError when another
+`mirror run` owns the flow. Before a generation's tasks copy, the driver fences every task slot
+id of the older ones; a fenced task re-opens only after the mark shows its generation is still
+current, so a zombie can never commit a partition another task now owns.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from mirror.errors import KafkaClientError, ProducerFencedError, ProducerStuckError
+from mirror.kafka.clients import admin_client
+from mirror.kafka.copy_clients import (
+    flow_mark_reader,
+    positions_reader,
+    remote_reader,
+    source_reader,
+    sync_writer,
+    task_writer,
+)
+from mirror.kafka.record_copy import ConsumeError, consumer_positions, copy_messages
+from mirror.kafka.transactions import AbortableError, RetriableError, abort, call, stop_if_flow_taken_over
+from mirror.replication.settings import FlowSettings
+from mirror.source.partition_copy import PartitionCopy
+from mirror.source.start import read_positions, seek_to_position, skip_lost_records
+from mirror.source.stats import StatsSender
+from mirror.source.transaction import RemoteRecreatedError, Writers, commit_moved, needs_commit
+
+log = logging.getLogger(__name__)
+
+CONSUME_BATCH = 10_000
+CHECK_SECONDS = 0.5  # how often the task reads the flow mark and sweeps consumer positions
+MAX_TRANSACTION_RECORDS = 50_000
+MAX_TRANSACTION_BYTES = 32 * 1024 * 1024
+MAX_FAILURES = 12  # in a row, without a commit in between, before the Spark task fails
+State = Literal["current", "stale", "stopping"]
+
+
+@dataclass(frozen=True)
+class CopyTaskSpec:
+    """What the planner hands one task for one epoch; picklable."""
+
+    index: int
+    generation: int
+    partitions: tuple[tuple[str, int], ...]
+    new: tuple[tuple[str, int], ...]  # first assigned in this generation: no position expected
+    deadline: float  # time.time() at which the epoch's window ends
+    stats_address: tuple[str, int] | None
+
+
+@dataclass
+class TaskSummary:
+    """The task's one output row, when its epoch ends."""
+
+    task: int
+    generation: int
+    partitions: int
+    records: int = 0
+    transactions: int = 0
+    ended: str = "window"
+
+
+def run_copy_task(settings: FlowSettings, spec: CopyTaskSpec) -> TaskSummary:
+    with _CopyTask(settings, spec) as task:
+        return task.run()
+
+
+class _CopyTask:
+    def __init__(self, settings: FlowSettings, spec: CopyTaskSpec) -> None:
+        self.settings, self.spec = settings, spec
+        policy = settings.policy()
+        self.parts = [
+            PartitionCopy(
+                settings.name, t, p, policy.remote_topic(settings.source, t), settings.offset_lag_max
+            )
+            for t, p in spec.partitions
+        ]
+        self.sinks = {(part.topic, part.partition): part for part in self.parts}
+        self.summary = TaskSummary(spec.index, spec.generation, len(self.parts))
+        self.stats = StatsSender(spec.stats_address, settings.name, spec.index)
+        self.source: Consumer = source_reader(settings, len(self.parts))
+        self.positions: Consumer = positions_reader(settings)
+        self.mark_reader: Consumer = flow_mark_reader(settings)
+        self.producer: Producer | None = None
+        self.sync_producer = (
+            sync_writer(settings)
+            if settings.emit_offset_syncs and settings.offset_syncs_location == "source"
+            else None
+        )
+        self.in_transaction = False
+
+    def __enter__(self) -> _CopyTask:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.in_transaction:
+            self._abort()  # whatever stops the task must not leave its transaction open
+        self.stats.send()
+        self.stats.close()
+        for client in (self.source, self.positions, self.mark_reader, self._remote):
+            if client is not None:
+                client.close()
+        if self.sync_producer is not None:
+            self.sync_producer.flush(30)
+
+    @property
+    def transactional_id(self) -> str | None:
+        if not self.settings.exactly_once:
+            return None
+        return self.settings.copy_task_transactional_id(self.spec.index)
+
+    def run(self) -> TaskSummary:
+        failures = 0
+        while True:
+            try:
+                if self.producer is None and not self._open():
+                    self.summary.ended = "stale"
+                    return self.summary
+                self.summary.ended = self._copy()
+                return self.summary
+            except ProducerFencedError:
+                # By a zombie of an older generation re-opening, or by a fencing round: which one,
+                # the mark says after the next open; a task of an older generation just ends.
+                self.stats.current.fenced += 1
+                self.in_transaction = False
+                self.producer = None
+                failures += 1
+            except (AbortableError, RetriableError, ProducerStuckError, RemoteRecreatedError) as exc:
+                log.info("flow %s: task %d: %s; going back to the committed positions", self.settings.name,
+                         self.spec.index, exc)  # fmt: skip
+                self.stats.current.aborted += 1
+                self._abort()
+                failures += 1
+                if self.producer is not None:
+                    self._rewind()
+            if failures >= MAX_FAILURES:
+                raise KafkaClientError(
+                    f"flow {self.settings.name}: copy task {self.spec.index} failed {failures} times in a row"
+                )
+            time.sleep(min(0.2 * failures, 2.0))
+
+    def _open(self) -> bool:
+        """New producer (fencing older holders of the id), then the mark, then the positions."""
+        self.producer = task_writer(self.settings, self.transactional_id)
+        if self._state() == "stale":
+            return False
+        self._rewind()
+        return True
+
+    def _rewind(self) -> None:
+        """Back to what the target says was committed: after an abort, or on opening."""
+        for part in self.parts:
+            part.clear()
+        read_positions(
+            self.settings,
+            self.parts,
+            new=set(self.spec.new),
+            positions=self.positions,
+            source_admin=self._source_admin(),
+            remote=self._remote_reader(),
+            report=self._report,
+        )
+        self.source.assign([TopicPartition(p.topic, p.partition, p.position) for p in self.parts])
+
+    def _copy(self) -> str:
+        settings, parts = self.settings, self.parts
+        interval = settings.commit_interval_ms / 1000
+        opened_at: float | None = None  # when the open transaction took its first record
+        records = size = 0
+        next_check = time.monotonic()
+        while True:
+            now = time.monotonic()
+            if now >= next_check:
+                next_check = now + CHECK_SECONDS
+                state = self._state()
+                ending = state != "current" or time.time() >= self.spec.deadline
+                self._sweep_positions()
+                if ending or (opened_at is None and needs_commit(parts)):
+                    self._commit()
+                    opened_at, records, size = None, 0, 0
+                if ending:
+                    return "window" if state == "current" else state
+            wait = next_check if opened_at is None else min(next_check, opened_at + interval)
+            messages = self.source.consume(CONSUME_BATCH, max(0.0, wait - time.monotonic()))
+            if messages:
+                if opened_at is None:
+                    opened_at = time.monotonic()
+                    self._begin()
+                errors, copied_bytes = copy_messages(messages, self.producer, self.sinks)
+                self._handle(errors)
+                records += len(messages)
+                size += copied_bytes
+            if opened_at is not None and (
+                time.monotonic() - opened_at >= interval
+                or records >= MAX_TRANSACTION_RECORDS
+                or size >= MAX_TRANSACTION_BYTES
+            ):
+                self._commit()
+                opened_at, records, size = None, 0, 0
+            self.stats.maybe_send()
+
+    def _begin(self) -> None:
+        if self.settings.exactly_once and not self.in_transaction:
+            producer = self.producer
+            call(producer.begin_transaction, f"flow {self.settings.name}: beginning a transaction")  # type: ignore[union-attr]
+            self.in_transaction = True
+
+    def _commit(self) -> None:
+        assert self.producer is not None  # noqa: S101 - opened before copying
+        self._begin()
+        for part, position in zip(self.parts, consumer_positions(self.source, self.parts), strict=True):
+            if part.upstream:
+                part.position = max(part.position, part.upstream[-1] + 1, position)
+        writers = Writers(self.producer, self.positions, self.sync_producer)
+        self.summary.records += commit_moved(
+            self.settings, self.parts, writers, self.stats.current, in_transaction=self.settings.exactly_once
+        )
+        self.in_transaction = False
+        self.summary.transactions += 1
+
+    def _sweep_positions(self) -> None:
+        """Positions the consumer moved past aborted records and markers, with no record to copy."""
+        for part, position in zip(self.parts, consumer_positions(self.source, self.parts), strict=True):
+            if not part.upstream and position > part.position:
+                part.position = position
+
+    def _handle(self, errors: list[ConsumeError]) -> None:
+        for error in errors:
+            part = self.sinks[(error.topic, error.partition)]
+            if error.out_of_range:
+                if part.upstream:
+                    part.position = part.upstream[-1] + 1
+                part.position = skip_lost_records(self.settings, part, self.source, self._report)
+                seek_to_position(self.source, part)
+            else:
+                raise error.classified()
+
+    def _state(self) -> State:
+        """What the flow mark says of this task: FlowTakenOverError if another instance owns the flow."""
+        try:
+            mark = stop_if_flow_taken_over(self.settings, self.mark_reader)
+        except (RetriableError, AbortableError, KafkaClientError):
+            return "current"  # the target cannot say now; the next check asks again
+        if mark is None or mark.legacy:
+            return "current"
+        if mark.generation != self.spec.generation:
+            return "stale"
+        return "stopping" if mark.stopping else "current"
+
+    def _abort(self) -> None:
+        if (
+            self.producer is not None
+            and self.in_transaction
+            and not abort(self.producer, f"flow {self.settings.name}: aborting")
+        ):
+            self.producer = None  # unusable: the next open makes a new one
+        self.in_transaction = False
+        if self.producer is not None:
+            self.producer.poll(0)  # serve the purged records' reports before they are cleared
+        for part in self.parts:
+            part.clear()
+
+    def _report(self, kind: str, message: str) -> None:
+        self.stats.current.events.append((kind, message))
+        self.stats.send()
+
+    _admin: Any = None
+    _remote: Consumer | None = None
+
+    def _source_admin(self) -> Any:
+        if self._admin is None:
+            self._admin = admin_client(self.settings.source_admin)
+        return self._admin
+
+    def _remote_reader(self) -> Consumer:
+        if self._remote is None:
+            self._remote = remote_reader(self.settings)
+        return self._remote

@@ -1,0 +1,172 @@
+"""Committing what a copy task copied since its last commit: one Kafka transaction on the target.
+
+It holds, atomically, for every partition that moved:
+  1. the copied records (already produced when the commit starts);
+  2. OffsetSync records for them (when the syncs topic lives on the target);
+  3. the source position in the flow's offsets topic, in Connect's format (what MM2 reads);
+  4. the same position as the positions group's offset (send_offsets_to_transaction), which every
+     task reads first when it opens.
+At-least-once, the same steps run without a transaction: records, syncs and offsets records are
+flushed, then the positions group is committed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from mirror.errors import RecordRejectedError, RecordTooLargeError
+from mirror.kafka.record_copy import TOO_LARGE_CODES
+from mirror.kafka.source_offsets import SourcePartition, encode_key, encode_value
+from mirror.kafka.transactions import bounded, call, classify, commit
+from mirror.kafka.wire import OffsetSync
+from mirror.replication.settings import FlowSettings
+from mirror.source.partition_copy import PartitionCopy
+from mirror.source.stats import TaskStats
+
+
+class RemoteRecreatedError(Exception):
+    """A remote partition was deleted and re-created under the running task: abort, then re-read."""
+
+
+@dataclass
+class Writers:
+    """The clients a commit uses."""
+
+    producer: Producer
+    positions: Consumer  # its group is the positions group: its metadata goes into the transaction
+    sync_producer: Producer | None  # syncs into the source cluster, if they live there
+
+
+def commit_moved(
+    settings: FlowSettings,
+    parts: Sequence[PartitionCopy],
+    writers: Writers,
+    stats: TaskStats,
+    *,
+    in_transaction: bool,
+) -> int:
+    """Commit every partition that moved since the last commit; returns the records committed."""
+    producer = writers.producer
+    where = f"flow {settings.name}"
+    call(lambda: producer.flush(60), f"{where}: flushing")
+    touched = [part for part in parts if part.upstream]
+    for part in touched:
+        _raise_delivery_error(settings, part)
+        if part.recreated_remote():
+            raise RemoteRecreatedError(f"{part.where()}: {part.remote_topic}-{part.partition} was re-created")
+    syncs = _syncs(parts, touched)
+    if settings.emit_offset_syncs and settings.offset_syncs_location == "target":
+        _produce_syncs(producer, settings, syncs)
+    moved = [part for part in parts if part.moved_since_commit()]
+    _write_positions(settings, moved, writers, in_transaction=in_transaction)
+    records = _account(parts, touched, moved, stats)
+    if writers.sync_producer is not None and syncs:
+        # MM2's order: syncs follow the data they describe, never precede it.
+        _produce_syncs(writers.sync_producer, settings, syncs)
+        writers.sync_producer.poll(0)
+    return records
+
+
+def _write_positions(
+    settings: FlowSettings, moved: Sequence[PartitionCopy], writers: Writers, *, in_transaction: bool
+) -> None:
+    """The moved positions, in Connect's offsets topic and the positions group; then the commit."""
+    producer, where = writers.producer, f"flow {settings.name}"
+    positions = [TopicPartition(part.remote_topic, part.partition, part.position) for part in moved]
+    for part in moved:
+        if part.position > 0:
+            # Connect stores the last replicated offset; MM2 resumes at offset + 1 = position.
+            key = encode_key(SourcePartition(settings.source, part.topic, part.partition))
+            producer.produce(settings.offsets_topic, key=key, value=encode_value(part.position - 1))
+    if not in_transaction:
+        call(lambda: producer.flush(60), f"{where}: flushing the positions")
+        if positions:
+            call(
+                lambda: writers.positions.commit(offsets=positions, asynchronous=False),
+                f"{where}: committing the positions",
+            )
+        return
+    if positions:
+        metadata = writers.positions.consumer_group_metadata()
+        call(
+            lambda: bounded(lambda: producer.send_offsets_to_transaction(positions, metadata, 60), 60, where),
+            f"{where}: adding the positions to the transaction",
+        )
+    commit(producer, where)
+
+
+def _account(
+    parts: Sequence[PartitionCopy],
+    touched: Sequence[PartitionCopy],
+    moved: Sequence[PartitionCopy],
+    stats: TaskStats,
+) -> int:
+    """After the commit: the partitions' committed state, and the stats the driver gets."""
+    committed_at = time.time()
+    records = 0
+    oldest = min((part.oldest_ms for part in touched if part.oldest_ms), default=0)
+    for part in touched:
+        records += part.pending
+        stats.copied(part.topic, part.partition, part.pending, part.bytes)
+        if part.oldest_ms:
+            stats.ages[f"{part.topic}:{part.partition}"] = max(0.0, committed_at - part.oldest_ms / 1000)
+    for part in moved:
+        if part.truncated:
+            stats.truncated[f"{part.topic}:{part.partition}"] = part.truncated
+            part.truncated = 0
+    for part in parts:
+        if part.upstream or part.moved_since_commit():
+            part.committed_now()
+    stats.transactions += 1
+    if oldest:
+        stats.latencies.append(max(0.0, committed_at - oldest / 1000))
+    return records
+
+
+def _syncs(parts: Sequence[PartitionCopy], touched: Sequence[PartitionCopy]) -> list[OffsetSync]:
+    syncs = [
+        OffsetSync(part.topic, part.partition, up, down) for part in touched for up, down in part.take_syncs()
+    ]
+    for part in parts:
+        if not part.upstream and part.unsynced is not None:
+            pair = part.take_trailing_sync()
+            if pair is not None:
+                syncs.append(OffsetSync(part.topic, part.partition, *pair))
+    return syncs
+
+
+def needs_commit(parts: Sequence[PartitionCopy]) -> bool:
+    """Something to commit without new records: a moved position, or a quiet partition's last sync."""
+    return any(part.moved_since_commit() or part.unsynced is not None for part in parts)
+
+
+def _produce_syncs(producer: Producer, settings: FlowSettings, syncs: list[OffsetSync]) -> None:
+    topic = settings.offset_syncs_topic()
+    for sync in syncs:
+        producer.produce(topic, key=sync.key(), value=sync.value(), partition=0)
+
+
+def _raise_delivery_error(settings: FlowSettings, part: PartitionCopy) -> None:
+    error: KafkaError | None = part.failure
+    if error is None:
+        return
+    offset = part.upstream[part.failed_at] if 0 <= part.failed_at < len(part.upstream) else -1
+    if error.code() in TOO_LARGE_CODES:
+        raise RecordTooLargeError(
+            f"{part.where()}: the record at offset {offset} is larger than {settings.target} accepts for "
+            f"{part.remote_topic} ({error.str()}); raise max.message.bytes on {settings.target}'s "
+            f"{part.remote_topic} and the producer's message.max.bytes"
+        )
+    if error.code() == KafkaError.INVALID_RECORD:
+        raise RecordRejectedError(
+            f"{part.where()}: {settings.target} refused the record at offset {offset} for "
+            f"{part.remote_topic} as invalid ({error.str()}); a compacted topic takes only records "
+            f"with keys: make {part.remote_topic}'s cleanup.policy (and other configs) match "
+            f"{settings.source}'s {part.topic}, which the topic config sync does unless "
+            "config_properties_exclude names them"
+        )
+    raise classify(KafkaException(error), f"{part.where()}: delivering to {part.remote_topic}")
