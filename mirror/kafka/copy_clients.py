@@ -20,6 +20,9 @@ def source_reader(settings: FlowSettings, partitions: int) -> Consumer:
             # Prefetch stays bounded however many partitions one task owns: librdkafka's default
             # (64 MB a partition) would let a thousand partitions buffer gigabytes in catch-up.
             "queued.max.messages.kbytes": str(max(1024, 262_144 // max(1, partitions))),
+            # A fetch parked at the broker returns when records arrive, but not always when a
+            # source transaction's commit makes them readable: bound that wait.
+            "fetch.wait.max.ms": "100",
             **settings.source_consumer,
             "group.id": f"mirror-{settings.source}-{settings.target}-copier",
             "enable.auto.commit": "false",

@@ -106,6 +106,22 @@ def copy_messages(
     return errors, total
 
 
+def next_messages(source: Consumer, most: int, wait_seconds: float) -> list[Message]:
+    """Up to `most` messages: what is there now, else the first to arrive within `wait_seconds`.
+
+    consume(n, timeout) waits until it has n messages or the timeout passed; at a low rate that
+    wait is pure latency. poll() returns the moment one message is there, and consume(n, 0) then
+    takes whatever else the fetch brought.
+    """
+    messages: list[Message] = source.consume(most, 0)
+    if messages or wait_seconds <= 0:
+        return messages
+    first = source.poll(wait_seconds)
+    if first is None:
+        return []
+    return [first, *source.consume(most - 1, 0)]
+
+
 def consumer_positions(source: Consumer, sinks: Sequence[CopySink]) -> list[int]:
     """The consumer's position per sink's partition, in order; -1 where it has none yet.
 

@@ -38,6 +38,13 @@ class SourceMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=registry,
         )
+        self.epoch_gap = Histogram(
+            "mirror_source_epoch_gap_seconds",
+            "Between two Spark epochs of copy tasks: last task of one ending to first of the next copying",
+            ("flow",),
+            buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=registry,
+        )
         self.lag = Gauge(
             "mirror_source_lag_records",
             "Source end offset minus the committed position",

@@ -7,6 +7,7 @@ itself: the source's last stable offsets against the positions the flow committe
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Collection
@@ -17,6 +18,8 @@ from mirror.kafka.admin import committed_positions, last_stable_offsets
 from mirror.kafka.clients import admin_client, consumer
 from mirror.metrics import SourceMetrics
 from mirror.replication.settings import FlowSettings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -32,6 +35,23 @@ class FlowProgress:
     window_latencies: list[float] = field(default_factory=list)
     window_started: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # The epoch gap: from the last copy task of one epoch ending to the first of the next starting.
+    epoch: float = 0.0
+    last_closed: float = 0.0
+    gaps: list[float] = field(default_factory=list)
+
+    def epoch_gap(self, message: dict[str, Any]) -> float | None:
+        """The gap before this message's epoch, the first time a task of a new epoch reports."""
+        with self.lock:
+            gap = None
+            if message["opened"] and message["epoch"] != self.epoch:
+                if self.epoch and self.last_closed:
+                    gap = max(0.0, message["opened"] - self.last_closed)
+                    self.gaps.append(gap)
+                self.epoch = message["epoch"]
+            if message["closed"] and message["epoch"] == self.epoch:
+                self.last_closed = max(self.last_closed, message["closed"])
+            return gap
 
     def add(self, message: dict[str, Any]) -> None:
         with self.lock:
@@ -63,6 +83,11 @@ def stats_handler(
     def handle(message: dict[str, Any]) -> None:
         progress.add(message)
         metrics.record_task_stats(message)
+        if message["opened"] and not progress.epoch:
+            log.info("flow %s: copy task %d copying", message["flow"], message["task"])
+        gap = progress.epoch_gap(message)
+        if gap is not None:
+            metrics.epoch_gap.labels(message["flow"]).observe(gap)
         for _kind, line in message["events"]:
             out(line)
 

@@ -10,9 +10,12 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
-from mirror.config.models import FlowConfig, MirrorConfig
 from mirror.policy import GroupFilter, ReplicationPolicy, TopicFilter, make_policy
+
+if TYPE_CHECKING:  # executors import this module; they need no pydantic-settings (~0.3 s a worker)
+    from mirror.config.models import FlowConfig, MirrorConfig
 
 
 @dataclass(frozen=True)

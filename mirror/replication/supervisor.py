@@ -18,6 +18,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,7 @@ LEASE_RENEW_SECONDS = 2.0
 UNANSWERED_SECONDS = 4 * LEASE_RENEW_SECONDS
 PROGRESS_SECONDS = 5.0
 DRAIN_SECONDS = 60.0
+ROUNDS_DELAY_SECONDS = 15.0
 RESTART_BACKOFF_SECONDS = (2.0, 5.0, 10.0, 30.0, 60.0)
 # Failures only the user can fix; anything else (a cluster away for a while) restarts the query.
 _USER_ERRORS = (
@@ -152,14 +154,18 @@ class Supervisor:
                 serve(self.registry, metrics.host, metrics.port)
             self._stats = StatsServer(driver_host(self._config.spark), self._on_stats)
         self._reach_clusters([settings for settings, _ in enabled])
-        for settings, flow_config in enabled:
-            if self._stop.is_set():
-                return
-            self._flows.append(self._prepare(settings, flow_config, self._state_dir))
+        # The JVM takes seconds to start: the flows' preparation on Kafka (topics, lease, fencing,
+        # positions) runs meanwhile, on a thread that leaves the stop signals to this one.
+        with threads_without_signals(), ThreadPoolExecutor(1, thread_name_prefix="prepare") as pool:
+            preparing = pool.submit(self._prepare_flows, enabled)
+            copy_tasks = sum(settings.tasks_max for settings, _ in enabled)
+            try:
+                self._spark = build_session(self._config.spark, copy_tasks=copy_tasks, flows=len(enabled))
+            finally:
+                preparing.result()  # its failure, if any, is the one to report
+        log.debug("Spark session ready")
         if self._stop.is_set():
             return
-        copy_tasks = sum(flow.settings.tasks_max for flow in self._flows)
-        self._spark = build_session(self._config.spark, copy_tasks=copy_tasks, flows=len(self._flows))
         # SparkContext replaces the SIGINT handler with one that cancels every job mid-transaction;
         # Ctrl-C must instead let the tasks commit what they hold, as SIGTERM does.
         signal.signal(signal.SIGINT, self.request_stop)
@@ -167,10 +173,26 @@ class Supervisor:
             if self._stop.is_set():
                 return
             flow.components = self._components(flow)
-            for component in flow.components:
-                self._start_component(component)
+            self._start_component(flow.components[0])
             self._schedule(scheduler, flow)
         scheduler.start()
+        # The checkpoint and heartbeat queries start once the copy tasks copy: on 2 cores, their
+        # planner processes and first rounds would otherwise delay the first record by seconds.
+        deadline = time.monotonic() + ROUNDS_DELAY_SECONDS
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            if all(flow.progress.epoch for flow in self._flows):
+                break
+            self._stop.wait(0.1)
+        for flow in self._flows:
+            for component in flow.components[1:]:
+                if not self._stop.is_set():
+                    self._start_component(component)
+
+    def _prepare_flows(self, enabled: list[tuple[FlowSettings, FlowConfig]]) -> None:
+        for settings, flow_config in enabled:
+            if self._stop.is_set():
+                return
+            self._flows.append(self._prepare(settings, flow_config, self._state_dir))
 
     def _components(self, flow: _Flow) -> list[_Component]:
         spark = self._spark
@@ -233,6 +255,7 @@ class Supervisor:
         # source batch's copy tasks for longer than one task.
         self._spark.sparkContext.setLocalProperty("spark.scheduler.pool", component.name)
         component.query = component.start()
+        log.debug("%s query started", component.name)
 
     def _on_heartbeat_round(self, flow: _Flow, rows: list[dict[str, Any]]) -> None:
         self._heartbeat_metrics.record_round(rows)
@@ -300,8 +323,9 @@ class Supervisor:
     def _prepare(self, settings: FlowSettings, flow_config: FlowConfig, state_dir: Path) -> _Flow:
         if flow_config.max_records_per_batch is not None:
             self._out(
-                f"flow {settings.name}: warning: max_records_per_batch no longer applies (copy tasks commit "
-                f"every commit_interval_ms, {settings.commit_interval_ms} ms); remove it from the configuration"
+                f"flow {settings.name}: warning: max_records_per_batch no longer applies (copy tasks "
+                f"commit every commit_interval_ms, {settings.commit_interval_ms} ms); remove it from the "
+                "configuration"
             )
         if settings.exactly_once:
             self._out(

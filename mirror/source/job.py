@@ -80,6 +80,7 @@ class CopyEpochReader(DataSourceStreamReader):
 
     def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
         if self._stop_file.exists():
+            time.sleep(IDLE_SECONDS)  # Spark asks again at once
             return start  # stopping: no new epoch, so no task is cut off mid-transaction
         published = PublishedAssignment.read(self._assignment_file)
         if published is None or not published.assignment.partitions:
@@ -152,7 +153,7 @@ def start_copy_query(
         .format("noop")
         .option("checkpointLocation", str(checkpoint_dir))
         # Offsets and commits are written off the critical path: the gap between epochs shrinks.
-        .option("asyncProgressTrackingEnabled", "true")
+        .option("asyncProgressTrackingEnabled", "false")
         .trigger(processingTime="0 seconds")
         .start()
     )

@@ -89,6 +89,11 @@ class PartitionCopy:
         self.committed = self.position
         self.clear()
 
+    def discard(self) -> None:
+        """The open transaction was aborted: its records, and any pair from it, never happened."""
+        self.clear()
+        self.unsynced = None
+
     def clear(self) -> None:
         self.upstream = []
         self.downstream = []

@@ -37,6 +37,10 @@ class TaskStats:
     aborted: int = 0
     fenced: int = 0
     events: list[tuple[str, str]] = field(default_factory=list)
+    # When the task started copying and when it ended (time.time()), for the epoch gap.
+    epoch: float = 0.0
+    opened: float = 0.0
+    closed: float = 0.0
 
     def copied(self, topic: str, partition: int, records: int, size: int) -> None:
         entry = self.records.setdefault(f"{topic}:{partition}", [0, 0])
@@ -55,20 +59,31 @@ class TaskStats:
             "aborted": self.aborted,
             "fenced": self.fenced,
             "events": self.events,
+            "epoch": self.epoch,
+            "opened": self.opened,
+            "closed": self.closed,
         }
 
     def empty(self) -> bool:
-        return not (self.records or self.truncated or self.events or self.aborted or self.fenced)
+        return not (
+            self.records
+            or self.truncated
+            or self.events
+            or self.aborted
+            or self.fenced
+            or self.opened
+            or self.closed
+        )
 
 
 class StatsSender:
     """Sends a task's stats to the driver; never raises, never blocks the copy for long."""
 
-    def __init__(self, address: tuple[str, int] | None, flow: str, task: int) -> None:
+    def __init__(self, address: tuple[str, int] | None, flow: str, task: int, epoch: float) -> None:
         self._address = address
         self._socket: socket.socket | None = None
-        self._flow, self._task = flow, task
-        self.current = TaskStats(flow, task)
+        self._flow, self._task, self._epoch = flow, task, epoch
+        self.current = TaskStats(flow, task, epoch=epoch)
         self._next = time.monotonic() + SEND_SECONDS
         self._warned = False
 
@@ -78,7 +93,7 @@ class StatsSender:
 
     def send(self) -> None:
         self._next = time.monotonic() + SEND_SECONDS
-        stats, self.current = self.current, TaskStats(self._flow, self._task)
+        stats, self.current = self.current, TaskStats(self._flow, self._task, epoch=self._epoch)
         if self._address is None or stats.empty():
             return
         line = (json.dumps(stats.message(), separators=(",", ":")) + "\n").encode()

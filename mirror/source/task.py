@@ -31,7 +31,7 @@ from mirror.kafka.copy_clients import (
     sync_writer,
     task_writer,
 )
-from mirror.kafka.record_copy import ConsumeError, consumer_positions, copy_messages
+from mirror.kafka.record_copy import ConsumeError, consumer_positions, copy_messages, next_messages
 from mirror.kafka.transactions import AbortableError, RetriableError, abort, call, stop_if_flow_taken_over
 from mirror.replication.settings import FlowSettings
 from mirror.source.partition_copy import PartitionCopy
@@ -90,7 +90,7 @@ class _CopyTask:
         ]
         self.sinks = {(part.topic, part.partition): part for part in self.parts}
         self.summary = TaskSummary(spec.index, spec.generation, len(self.parts))
-        self.stats = StatsSender(spec.stats_address, settings.name, spec.index)
+        self.stats = StatsSender(spec.stats_address, settings.name, spec.index, spec.deadline)
         self.source: Consumer = source_reader(settings, len(self.parts))
         self.positions: Consumer = positions_reader(settings)
         self.mark_reader: Consumer = flow_mark_reader(settings)
@@ -108,6 +108,7 @@ class _CopyTask:
     def __exit__(self, *_: object) -> None:
         if self.in_transaction:
             self._abort()  # whatever stops the task must not leave its transaction open
+        self.stats.current.closed = time.time()
         self.stats.send()
         self.stats.close()
         for client in (self.source, self.positions, self.mark_reader, self._remote):
@@ -154,16 +155,20 @@ class _CopyTask:
 
     def _open(self) -> bool:
         """New producer (fencing older holders of the id), then the mark, then the positions."""
+        if self._state() == "stale":
+            return False  # asked first too: a zombie of an older generation fences no one
         self.producer = task_writer(self.settings, self.transactional_id)
         if self._state() == "stale":
             return False
         self._rewind()
+        if not self.stats.current.opened:
+            self.stats.current.opened = time.time()
         return True
 
     def _rewind(self) -> None:
         """Back to what the target says was committed: after an abort, or on opening."""
         for part in self.parts:
-            part.clear()
+            part.discard()
         read_positions(
             self.settings,
             self.parts,
@@ -192,9 +197,11 @@ class _CopyTask:
                     self._commit()
                     opened_at, records, size = None, 0, 0
                 if ending:
+                    if needs_commit(parts):
+                        self._commit()  # the last records' syncs: the next task will not know them
                     return "window" if state == "current" else state
             wait = next_check if opened_at is None else min(next_check, opened_at + interval)
-            messages = self.source.consume(CONSUME_BATCH, max(0.0, wait - time.monotonic()))
+            messages = next_messages(self.source, CONSUME_BATCH, max(0.0, wait - time.monotonic()))
             if messages:
                 if opened_at is None:
                     opened_at = time.monotonic()
@@ -271,7 +278,7 @@ class _CopyTask:
         if self.producer is not None:
             self.producer.poll(0)  # serve the purged records' reports before they are cleared
         for part in self.parts:
-            part.clear()
+            part.discard()
 
     def _report(self, kind: str, message: str) -> None:
         self.stats.current.events.append((kind, message))

@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 
 from mirror.config.models import SparkConfig
 from mirror.source.job import MirrorCopySource
+from mirror.spark.jvm import driver_java_options, spark_home_without_zip
 from mirror.spark.signals import start_ignoring_sigterm
 from mirror.spark.ticks import TickSource
 
@@ -54,6 +55,9 @@ def build_session(config: SparkConfig, *, copy_tasks: int = 0, flows: int = 1) -
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if config.master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        home = spark_home_without_zip() if "SPARK_HOME" not in os.environ else None
+        if home is not None:
+            os.environ["SPARK_HOME"] = str(home)
     log4j = resources.files("mirror.spark") / "log4j2.properties"
     builder = (
         SparkSession.builder.master(local_master(config.master, copy_tasks=copy_tasks, flows=flows))
@@ -66,11 +70,16 @@ def build_session(config: SparkConfig, *, copy_tasks: int = 0, flows: int = 1) -
         # Fair shares between the per-component pools the supervisor assigns (source, checkpoint,
         # heartbeat), so small rounds are not queued behind a large copy batch.
         .config("spark.scheduler.mode", "FAIR")
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j}")
         .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j}")
     )
     for key, value in config.conf.items():
-        builder = builder.config(key, value)
+        if key != "spark.driver.extraJavaOptions":
+            builder = builder.config(key, value)
+    user_options = config.conf.get("spark.driver.extraJavaOptions", "")
+    builder = builder.config(
+        "spark.driver.extraJavaOptions",
+        driver_java_options(f"-Dlog4j2.configurationFile={log4j} {user_options}"),
+    )
     spark = start_ignoring_sigterm(builder.getOrCreate)
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(MirrorCopySource)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 
 from confluent_kafka.admin import AdminClient
@@ -22,6 +23,7 @@ from mirror.replication.settings import FlowSettings
 from mirror.topics.plan import acls_to_sync, config_changes, plan_topics, synced_configs
 
 log = logging.getLogger(__name__)
+VISIBLE_SECONDS = 10.0
 
 # Connect's default for offset.storage.partitions; keys are hashed over them like Connect does.
 OFFSETS_TOPIC_PARTITIONS = 25
@@ -111,7 +113,19 @@ class TopicSync:
         for remote, partitions in plan.grow:
             add_partitions(self._target_admin, remote, partitions)
             log.info("flow %s: %s on %s now has %d partitions", s.name, remote, s.target, partitions)
+        if plan.create or plan.grow:
+            self._wait_until_visible({remote: n for _, remote, n in plan.create} | dict(plan.grow))
         return SyncResult(created, len(plan.grow))
+
+    def _wait_until_visible(self, wanted: dict[str, int]) -> None:
+        """Right after a create, metadata may not list the topic yet; the copy tasks' assignment is
+        built from metadata, and a partition missing from it waits a whole refresh interval."""
+        deadline = time.monotonic() + VISIBLE_SECONDS
+        while time.monotonic() < deadline:
+            target = list_topics(self._target_admin, what=f"target cluster {self._settings.target}")
+            if all(name in target and target[name].partitions >= n for name, n in wanted.items()):
+                return
+            time.sleep(0.1)
 
     def sync_configs(self) -> int:
         """Make every remote topic's configs match its source topic's; returns how many entries changed."""

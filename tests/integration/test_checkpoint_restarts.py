@@ -78,7 +78,6 @@ def test_checkpoints_never_move_backwards_across_sigkills_and_restarts(
         groups=[group],
         emit_checkpoints_interval_seconds=1,
         sync_group_offsets_interval_seconds=1,
-        
     )
     stop = threading.Event()
     commits: list[int] = []

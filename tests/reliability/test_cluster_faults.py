@@ -108,7 +108,6 @@ def test_a_target_frozen_longer_than_the_transaction_timeout_loses_and_duplicate
         target_cluster,
         [topic],
         clusters={"B": {"producer": {"transaction.timeout.ms": TRANSACTION_TIMEOUT_MS}}},
-        
     )
     run = MirrorRun(config, tmp_path / "run.log")
     traffic = Traffic(source_cluster, {topic: 4})

@@ -1,18 +1,14 @@
-"""Processes dying or doubling up: SIGKILL of `mirror run` and of Spark's Python workers, and two
-instances of one flow. Records keep arriving throughout; afterwards the target must equal the source."""
+"""Processes dying or doubling up: SIGKILL of Spark's Python workers, and two instances of one flow.
+Records keep arriving throughout; afterwards the target must equal the source. SIGKILLs of
+`mirror run` itself, at random moments with hundreds of partitions: test_copy_tasks.py."""
 
 from __future__ import annotations
 
 import os
-import random
-import shutil
 import signal
-import subprocess
-from collections import Counter
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
 
 from tests.helpers import assert_eventually, create_topic, unique_name
 from tests.kafka_backends import KafkaCluster
@@ -25,76 +21,11 @@ from tests.mirror_process import (
 )
 from tests.reliability.conftest import Record
 from tests.reliability.traffic import Traffic, compare_topics, python_workers
-from tests.seeding import LARGE_VALUE, produce_mixed
+from tests.seeding import produce_mixed
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.reliability]
 
 KILLS = 10
-
-
-def test_sigkills_of_mirror_run_at_ten_random_moments_lose_and_duplicate_nothing(
-    source_cluster: KafkaCluster,
-    target_cluster: KafkaCluster,
-    tmp_path: Path,
-    request: pytest.FixtureRequest,
-    reliability: Record,
-) -> None:
-    topics = [unique_name(request, f"kill{i}-") for i in range(3)]
-    for topic, partitions in zip(topics, (4, 3, 2), strict=True):
-        create_topic(source_cluster.bootstrap_servers, topic, partitions=partitions)
-    # A backlog with aborted source transactions and ~900 KB records, then steady traffic throughout.
-    produce_mixed(source_cluster, topics[0], 30_000, 4, seed=3, aborted_every=4)
-    produce_mixed(source_cluster, topics[1], 10_000, 3, seed=5, aborted_every=5)
-    large = Producer(source_cluster.properties())
-    for i in range(6):
-        large.produce(topics[2], value=LARGE_VALUE, key=f"large-{i}".encode(), partition=i % 2)
-    assert large.flush(60) == 0
-    traffic = Traffic(source_cluster, dict(zip(topics, (4, 3, 2), strict=True)), per_second=1000).start()
-
-    config = write_config(tmp_path, source_cluster, target_cluster, topics)
-    rng = random.Random(7)
-    moments: Counter[str] = Counter()
-    try:
-        for kill in range(KILLS):
-            run = MirrorRun(config, tmp_path / f"run-{kill}.log")
-            try:
-                if kill % 2 == 0:
-                    # Right after this run's next commits became visible: other ranges of the same
-                    # batch are mid-transaction or committing.
-                    wait_until_copying(source_cluster, target_cluster, topics, run, more=rng.randint(1, 6000))
-                    moments["while copying"] += 1
-                else:
-                    # Anywhere in start-up: clients, topic sync, fencing, the lease, Spark, the first batch.
-                    delay = rng.uniform(0.5, 20.0)
-                    with pytest.raises(subprocess.TimeoutExpired):
-                        run.wait(timeout=delay)
-                    moments["in start-up or the first batches"] += 1
-            finally:
-                run.kill()
-                run.cleanup()
-            if kill == 5:
-                # The target's offsets, not Spark's checkpoint, are the truth.
-                shutil.rmtree(tmp_path / "state")
-    finally:
-        produced = traffic.stop()
-
-    final = MirrorRun(config, tmp_path / "final.log")
-    try:
-        wait_until_caught_up(source_cluster, target_cluster, topics, final)
-        exit_code = final.stop()
-    finally:
-        final.cleanup()
-    comparison = compare_topics(source_cluster, target_cluster, topics)
-    reliability(
-        "fault",
-        f"SIGKILL of `mirror run` at {KILLS} random moments, Spark state deleted once",
-        comparison=comparison,
-        shown=f"{', '.join(f'{n} {moment}' for moment, n in moments.items())}; "
-        f"final run caught up and stopped with exit {exit_code}",
-    )
-    assert exit_code == 0, final.output()[-3000:]
-    assert comparison.exact, comparison
-    assert produced > 0 and comparison.checked == 40_006 + produced
 
 
 def test_sigkill_of_python_workers_mid_transaction_loses_and_duplicates_nothing(

@@ -100,9 +100,19 @@ def compare_topics(
     return total
 
 
-def python_workers(root_pid: int) -> list[int]:
-    """Spark's Python workers under `root_pid`: the processes `pyspark.daemon` forked (a fork keeps
-    its parent's command line, so a worker is a `pyspark.daemon` whose parent is one too)."""
+def process_tree(root_pid: int) -> list[int]:
+    """`root_pid` and every process under it, Spark's Python daemon and workers included (they run
+    in a process group of their own, so a signal to the group would miss them)."""
+    children = _children()
+    tree, stack = [], [root_pid]
+    while stack:
+        pid = stack.pop()
+        tree.append(pid)
+        stack.extend(children.get(pid, []))
+    return tree
+
+
+def _children() -> dict[int, list[int]]:
     children: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -110,6 +120,13 @@ def python_workers(root_pid: int) -> list[int]:
         except OSError:
             continue
         children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    return children
+
+
+def python_workers(root_pid: int) -> list[int]:
+    """Spark's Python workers under `root_pid`: the processes `pyspark.daemon` forked (a fork keeps
+    its parent's command line, so a worker is a `pyspark.daemon` whose parent is one too)."""
+    children = _children()
     workers, stack = [], [root_pid]
     while stack:
         pid = stack.pop()

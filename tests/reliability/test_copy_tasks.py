@@ -1,0 +1,266 @@
+"""The copy tasks under fire: many partitions, transactions every ~100 ms, and the processes that
+hold them killed, frozen into zombies, or stopped by the whole process group.
+
+Every case compares target and source record by record (read_committed) afterwards, and the kill
+cases count the records the target holds in aborted transactions (read_uncommitted minus
+read_committed), which shows the faults hit open transactions."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
+
+from tests.helpers import create_topic, unique_name
+from tests.kafka_backends import KafkaCluster
+from tests.mirror_process import MirrorRun, wait_until_caught_up, wait_until_copying, write_config
+from tests.reliability.conftest import Record
+from tests.reliability.traffic import Traffic, compare_topics, process_tree
+from tests.seeding import LARGE_VALUE, produce_mixed
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.reliability]
+
+KILLS = 6
+TOPICS, PARTITIONS = 4, 60  # 240 source partitions, every one receiving records throughout
+
+
+def _seed() -> int:
+    """A new seed every run (MIRROR_TEST_SEED repeats one), printed so a failure can be replayed."""
+    seed = int(os.environ.get("MIRROR_TEST_SEED", time.time_ns() % 2**31))
+    print(f"MIRROR_TEST_SEED={seed}")  # noqa: T201 - pytest shows it with the failure
+    return seed
+
+
+def test_sigkills_at_random_moments_with_hundreds_of_partitions_lose_and_duplicate_nothing(
+    source_cluster: KafkaCluster,
+    target_cluster: KafkaCluster,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    reliability: Record,
+) -> None:
+    seed = _seed()
+    rng = random.Random(seed)
+    topics = [unique_name(request, f"many{i}-") for i in range(TOPICS)]
+    for topic in topics:
+        create_topic(source_cluster.bootstrap_servers, topic, partitions=PARTITIONS)
+    # A backlog with aborted source transactions and ~900 KB records, then steady traffic into
+    # every partition.
+    produce_mixed(source_cluster, topics[0], 20_000, PARTITIONS, seed=seed, aborted_every=4)
+    large = Producer(source_cluster.properties())
+    for i in range(6):
+        large.produce(topics[1], value=LARGE_VALUE, key=f"large-{i}".encode(), partition=i)
+    assert large.flush(60) == 0
+    traffic = Traffic(source_cluster, dict.fromkeys(topics, PARTITIONS), per_second=2000).start()
+    config = write_config(
+        tmp_path, source_cluster, target_cluster, topics, tasks_max=2, commit_interval_ms=100
+    )
+    moments: Counter[str] = Counter()
+    try:
+        for kill in range(KILLS):
+            run = MirrorRun(config, tmp_path / f"run-{kill}.log")
+            try:
+                if rng.random() < 0.7:
+                    # While copying: 240 partitions, a transaction per task every ~100 ms.
+                    wait_until_copying(
+                        source_cluster, target_cluster, topics, run, more=rng.randint(1, 20_000)
+                    )
+                    time.sleep(rng.uniform(0, 1.0))
+                    moments["while copying"] += 1
+                else:
+                    delay = rng.uniform(0.5, 25.0)
+                    with pytest.raises(subprocess.TimeoutExpired):
+                        run.wait(timeout=delay)
+                    moments["in start-up or the first transactions"] += 1
+            finally:
+                run.kill()
+                run.cleanup()
+            if kill == KILLS // 2:
+                (tmp_path / "state").rename(tmp_path / f"state-deleted-{kill}")  # the target is the truth
+    finally:
+        produced = traffic.stop()
+
+    final = MirrorRun(config, tmp_path / "final.log")
+    try:
+        wait_until_caught_up(source_cluster, target_cluster, topics, final)
+        exit_code = final.stop()
+    finally:
+        final.cleanup()
+    comparison = compare_topics(source_cluster, target_cluster, topics)
+    aborted = aborted_on_target(target_cluster, [f"A.{t}" for t in topics])
+    reliability(
+        "fault",
+        f"SIGKILL of `mirror run` at {KILLS} random moments, {TOPICS * PARTITIONS} partitions, "
+        "transactions every 100 ms, Spark state deleted once",
+        comparison=comparison,
+        shown=f"seed {seed}; {', '.join(f'{n} {m}' for m, n in moments.items())}; {aborted:,} records "
+        f"in aborted transactions on the target; final run exit {exit_code}",
+    )
+    assert exit_code == 0, final.output()[-3000:]
+    assert comparison.exact, comparison
+    assert comparison.checked == 20_006 + produced
+
+
+def test_a_frozen_instance_is_fenced_when_another_takes_over_and_exits_when_it_thaws(
+    source_cluster: KafkaCluster,
+    target_cluster: KafkaCluster,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    reliability: Record,
+) -> None:
+    """A real zombie: frozen with open transactions; meanwhile partitions are added and another
+    instance with another tasks_max takes the flow over and copies; then the zombie thaws."""
+    topic = unique_name(request, "zombie-")
+    create_topic(source_cluster.bootstrap_servers, topic, partitions=12)
+    produce_mixed(source_cluster, topic, 5000, 12, seed=31)
+    traffic = Traffic(source_cluster, {topic: 12}, per_second=1000).start()
+    first_dir, second_dir = tmp_path / "first", tmp_path / "second"
+    first_dir.mkdir()
+    second_dir.mkdir()
+    first = MirrorRun(
+        write_config(first_dir, source_cluster, target_cluster, [topic], tasks_max=2), tmp_path / "first.log"
+    )
+    second: MirrorRun | None = None
+    frozen: list[int] = []
+    try:
+        wait_until_copying(source_cluster, target_cluster, [topic], first, more=3000)
+        frozen = process_tree(first.process.pid)
+        for pid in frozen:
+            os.kill(pid, signal.SIGSTOP)
+        # The assignment changes under the zombie: more partitions, and more tasks.
+        AdminClient(source_cluster.properties()).create_partitions([NewPartitions(topic, 16)])[topic].result(
+            30
+        )
+        traffic.set_partitions(topic, 16)
+        second = MirrorRun(
+            write_config(second_dir, source_cluster, target_cluster, [topic], tasks_max=3),
+            tmp_path / "second.log",
+        )
+        wait_until_copying(source_cluster, target_cluster, [topic], second, more=2000, timeout=180)
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+        frozen = []
+        first_exit = first.wait(timeout=120)
+        produced = traffic.stop()
+        wait_until_caught_up(source_cluster, target_cluster, [topic], second)
+        second_exit = second.stop()
+    finally:
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+        traffic.stop()
+        first.cleanup()
+        if second is not None:
+            second.cleanup()
+    comparison = compare_topics(source_cluster, target_cluster, [topic])
+    aborted = aborted_on_target(target_cluster, [f"A.{topic}"])
+    errors = first.errors()
+    reliability(
+        "fault",
+        "A frozen `mirror run` (SIGSTOP, open transactions) while partitions are added and another "
+        "instance with another tasks_max takes over; then SIGCONT",
+        comparison=comparison,
+        shown=f"zombie exit {first_exit}: {errors[0] if errors else 'no line'}; {aborted:,} records in "
+        f"aborted transactions; new instance exit {second_exit}",
+    )
+    assert first_exit == 3, first.output()[-3000:]
+    assert len(errors) == 1 and "another mirror instance took over" in errors[0], first.output()[-3000:]
+    assert "Traceback" not in first.output()
+    assert second_exit == 0, second.output()[-3000:]
+    assert comparison.exact, comparison
+    assert comparison.checked == 5000 + produced
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
+def test_a_signal_to_the_whole_process_group_stops_cleanly_within_15_seconds(
+    source_cluster: KafkaCluster,
+    target_cluster: KafkaCluster,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    reliability: Record,
+    stop_signal: signal.Signals,
+) -> None:
+    """What systemd's default stop (SIGTERM) and Ctrl-C in a terminal (SIGINT) do: every process of
+    the group gets it, the Spark JVM included."""
+    topic = unique_name(request, "group-stop-")
+    create_topic(source_cluster.bootstrap_servers, topic, partitions=8)
+    produce_mixed(source_cluster, topic, 5000, 8, seed=41)
+    traffic = Traffic(source_cluster, {topic: 8}, per_second=1000).start()
+    config = write_config(tmp_path, source_cluster, target_cluster, [topic])
+    run = MirrorRun(config, tmp_path / "run.log")
+    try:
+        wait_until_copying(source_cluster, target_cluster, [topic], run, more=6000)
+        os.killpg(run.process.pid, stop_signal)
+        signalled = time.monotonic()
+        exit_code = run.wait(timeout=60)
+        stop_seconds = time.monotonic() - signalled
+        produced = traffic.stop()
+        resumed = MirrorRun(config, tmp_path / "resumed.log")
+        try:
+            wait_until_caught_up(source_cluster, target_cluster, [topic], resumed)
+            assert resumed.stop() == 0, resumed.output()[-3000:]
+        finally:
+            resumed.cleanup()
+    finally:
+        traffic.stop()
+        run.cleanup()
+    comparison = compare_topics(source_cluster, target_cluster, [topic])
+    name = "SIGTERM" if stop_signal == signal.SIGTERM else "SIGINT (Ctrl-C)"
+    reliability(
+        "fault",
+        f"{name} to the whole process group of `mirror run` while copying",
+        comparison=comparison,
+        shown=f"exit {exit_code} after {stop_seconds:.1f} s; a second run resumed and caught up",
+    )
+    assert exit_code == 0, run.output()[-3000:]
+    assert stop_seconds <= 15, f"stopped after {stop_seconds:.1f} s:\n{run.output()[-3000:]}"
+    assert "Traceback" not in run.output(), run.output()[-3000:]
+    assert comparison.exact, comparison
+    assert comparison.checked == 5000 + produced
+
+
+def aborted_on_target(target: KafkaCluster, topics: list[str]) -> int:
+    """Records the target holds in aborted transactions: read_uncommitted minus read_committed."""
+    return _count(target, topics, "read_uncommitted") - _count(target, topics, "read_committed")
+
+
+def _count(cluster: KafkaCluster, topics: list[str], isolation: str) -> int:
+    reader = Consumer(
+        cluster.properties(
+            **{
+                "group.id": f"count-{isolation}",
+                "isolation.level": isolation,
+                "enable.auto.commit": "false",
+                "enable.partition.eof": "true",
+            }
+        )
+    )
+    try:
+        metadata = reader.list_topics(timeout=30)
+        partitions = [
+            TopicPartition(t, p, OFFSET_BEGINNING) for t in topics for p in metadata.topics[t].partitions
+        ]
+        ends = {
+            (tp.topic, tp.partition): reader.get_watermark_offsets(tp, timeout=30)[1] for tp in partitions
+        }
+        pending = {key for key, end in ends.items() if end > 0}
+        reader.assign(partitions)
+        count = 0
+        deadline = time.monotonic() + 180
+        while pending and time.monotonic() < deadline:
+            for message in reader.consume(10_000, timeout=0.5):
+                if message.error() is None:
+                    count += 1
+            for tp in reader.position([TopicPartition(t, p) for t, p in pending]):
+                if tp.offset >= ends[(tp.topic, tp.partition)]:
+                    pending.discard((tp.topic, tp.partition))
+        assert not pending, f"could not read {sorted(pending)[:5]} to their ends ({isolation})"
+        return count
+    finally:
+        reader.close()
