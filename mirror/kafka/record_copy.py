@@ -17,6 +17,16 @@ from mirror.kafka.transactions import call, classify
 
 TOO_LARGE_CODES = {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE}
 OUT_OF_RANGE_CODES = {KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE}
+# Consume errors about one partition that librdkafka recovers from by itself.
+_PASSING_CODES = {
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._UNKNOWN_PARTITION,
+    KafkaError._UNKNOWN_TOPIC,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError._TRANSPORT,
+    KafkaError._ALL_BROKERS_DOWN,
+}
 
 
 class CopySink(Protocol):
@@ -44,6 +54,10 @@ class ConsumeError(Exception):
     @property
     def out_of_range(self) -> bool:
         return self.error.code() in OUT_OF_RANGE_CODES
+
+    @property
+    def retriable(self) -> bool:
+        return bool(self.error.retriable()) or self.error.code() in _PASSING_CODES
 
     def classified(self) -> Exception:
         return classify(KafkaException(self.error), f"{self.topic}-{self.partition}: consuming")

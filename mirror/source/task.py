@@ -124,7 +124,7 @@ class _CopyTask:
         return self.settings.copy_task_transactional_id(self.spec.index)
 
     def run(self) -> TaskSummary:
-        failures = 0
+        failures = committed = 0
         while True:
             try:
                 if self.producer is None and not self._open():
@@ -147,6 +147,8 @@ class _CopyTask:
                 failures += 1
                 if self.producer is not None:
                     self._rewind()
+            if self.summary.transactions > committed:
+                failures, committed = 1, self.summary.transactions  # counted since the last commit
             if failures >= MAX_FAILURES:
                 raise KafkaClientError(
                     f"flow {self.settings.name}: copy task {self.spec.index} failed {failures} times in a row"
@@ -193,7 +195,7 @@ class _CopyTask:
                 state = self._state()
                 ending = state != "current" or time.time() >= self.spec.deadline
                 self._sweep_positions()
-                if ending or (opened_at is None and needs_commit(parts)):
+                if (opened_at is not None and ending) or (opened_at is None and needs_commit(parts)):
                     self._commit()
                     opened_at, records, size = None, 0, 0
                 if ending:
@@ -228,9 +230,9 @@ class _CopyTask:
     def _commit(self) -> None:
         assert self.producer is not None  # noqa: S101 - opened before copying
         self._begin()
-        for part, position in zip(self.parts, consumer_positions(self.source, self.parts), strict=True):
-            if part.upstream:
-                part.position = max(part.position, part.upstream[-1] + 1, position)
+        touched = [part for part in self.parts if part.upstream]
+        for part, position in zip(touched, consumer_positions(self.source, touched), strict=True):
+            part.position = max(part.position, part.upstream[-1] + 1, position)
         writers = Writers(self.producer, self.positions, self.sync_producer)
         self.summary.records += commit_moved(
             self.settings, self.parts, writers, self.stats.current, in_transaction=self.settings.exactly_once
@@ -252,6 +254,10 @@ class _CopyTask:
                     part.position = part.upstream[-1] + 1
                 part.position = skip_lost_records(self.settings, part, self.source, self._report)
                 seek_to_position(self.source, part)
+            elif error.retriable:
+                # librdkafka keeps fetching the partition (a leader moving, a topic being deleted
+                # that the next topic refresh drops from the assignment); the others copy on.
+                log.debug("%s: %s", part.where(), error)
             else:
                 raise error.classified()
 

@@ -21,11 +21,13 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from mirror.errors import RecordRejectedError, RecordTooLargeError
 from mirror.kafka.record_copy import TOO_LARGE_CODES
 from mirror.kafka.source_offsets import SourcePartition, encode_key, encode_value
-from mirror.kafka.transactions import bounded, call, classify, commit
+from mirror.kafka.transactions import RetriableError, bounded, call, classify, commit
 from mirror.kafka.wire import OffsetSync
 from mirror.replication.settings import FlowSettings
 from mirror.source.partition_copy import PartitionCopy
 from mirror.source.stats import TaskStats
+
+FLUSH_SECONDS = 60.0
 
 
 class RemoteRecreatedError(Exception):
@@ -52,7 +54,10 @@ def commit_moved(
     """Commit every partition that moved since the last commit; returns the records committed."""
     producer = writers.producer
     where = f"flow {settings.name}"
-    call(lambda: producer.flush(60), f"{where}: flushing")
+    if call(lambda: producer.flush(FLUSH_SECONDS), f"{where}: flushing"):
+        # Records still undelivered (a remote topic being deleted and re-created, a target away):
+        # the transaction cannot commit them, so it is aborted and the task goes back.
+        raise RetriableError(f"{where}: records still undelivered after {FLUSH_SECONDS:g}s")
     touched = [part for part in parts if part.upstream]
     for part in touched:
         _raise_delivery_error(settings, part)
