@@ -113,7 +113,7 @@ def _run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     from mirror.config import load_config
-    from mirror.replication.supervisor import Supervisor
+    from mirror.runner.supervisor import Supervisor
 
     config = load_config(args.config)
     return Supervisor(config, out=lambda line: print(line, file=sys.stderr, flush=True), stop=stop).run()

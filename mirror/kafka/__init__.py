@@ -1,1 +1,1 @@
-"""Everything that talks to Kafka; the only package that imports confluent_kafka."""
+"""The client boundary: client factories, admin ops, wire formats, offsets store, transactions."""

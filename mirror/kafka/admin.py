@@ -32,8 +32,8 @@ from confluent_kafka.admin import (
 )
 
 from mirror.errors import KafkaClientError
+from mirror.kafka.acl import TopicAcl
 from mirror.kafka.clients import translate
-from mirror.topics.plan import TopicAcl
 
 TIMEOUT_SECONDS = 30.0
 

@@ -1,4 +1,8 @@
-"""The clients one copy task uses, with the librdkafka settings the copy depends on."""
+"""The clients one copy task uses, with the librdkafka settings the copy depends on.
+
+Plain values in (client properties, group and transactional ids), clients out: which flow they
+serve is decided above, in mirror.source.clients and mirror.source.ownership.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +11,12 @@ from typing import Any
 from confluent_kafka import Consumer, Producer
 
 from mirror.kafka.clients import consumer, producer
-from mirror.kafka.transactions import init_transactions, lease_reader_properties
-from mirror.replication.settings import FlowSettings
+from mirror.kafka.transactions import init_transactions
 
 TRANSACTION_TIMEOUT_MS = "60000"
 
 
-def source_reader(settings: FlowSettings, partitions: int) -> Consumer:
+def source_reader(properties: dict[str, str], group_id: str, partitions: int) -> Consumer:
     """One consumer for every partition the task owns; assign()ed, never subscribed."""
     return consumer(
         {
@@ -23,8 +26,8 @@ def source_reader(settings: FlowSettings, partitions: int) -> Consumer:
             # A fetch parked at the broker returns when records arrive, but not always when a
             # source transaction's commit makes them readable: bound that wait.
             "fetch.wait.max.ms": "100",
-            **settings.source_consumer,
-            "group.id": f"mirror-{settings.source}-{settings.target}-copier",
+            **properties,
+            "group.id": group_id,
             "enable.auto.commit": "false",
             "enable.auto.offset.store": "false",
             # Records of aborted source transactions are never copied.
@@ -35,28 +38,30 @@ def source_reader(settings: FlowSettings, partitions: int) -> Consumer:
     )
 
 
-def positions_reader(settings: FlowSettings) -> Consumer:
+def positions_reader(properties: dict[str, str], group_id: str) -> Consumer:
     """Reads (read_committed) and, at-least-once, commits the flow's positions group."""
     return consumer(
         {
-            **settings.target_consumer,
-            "group.id": settings.positions_group(),
+            **properties,
+            "group.id": group_id,
             "enable.auto.commit": "false",
             "isolation.level": "read_committed",
         }
     )
 
 
-def flow_mark_reader(settings: FlowSettings) -> Consumer:
-    return consumer(lease_reader_properties(settings))
+def committed_reader(properties: dict[str, str], group_id: str) -> Consumer:
+    """Reads what `group_id` committed, read_committed: offsets committed in a transaction (and
+    their metadata, such as the flow mark) only once the transaction commits."""
+    return consumer({**properties, "group.id": group_id, "isolation.level": "read_committed"})
 
 
-def remote_reader(settings: FlowSettings) -> Consumer:
+def remote_reader(properties: dict[str, str], group_id: str) -> Consumer:
     """Reads remote partitions read_committed, to tell an empty one from one holding records."""
     return consumer(
         {
-            **settings.target_consumer,
-            "group.id": f"mirror-{settings.source}-{settings.target}-copier",
+            **properties,
+            "group.id": group_id,
             "enable.auto.commit": "false",
             "isolation.level": "read_committed",
             "enable.partition.eof": "true",
@@ -64,25 +69,25 @@ def remote_reader(settings: FlowSettings) -> Consumer:
     )
 
 
-def task_writer(settings: FlowSettings, transactional_id: str | None) -> Producer:
+def task_writer(properties: dict[str, str], transactional_id: str | None, *, doing: str) -> Producer:
     """The task's producer: transactional (initialised, so every older holder of the id is fenced
     and its open transaction ended) or, at-least-once, idempotent."""
-    properties: dict[str, Any] = {
+    config: dict[str, Any] = {
         "linger.ms": "5",
-        **settings.target_producer,
+        **properties,
         # Java-compatible key hashing: an offsets record lands in the partition Connect would use.
         "partitioner": "murmur2_random",
     }
     if transactional_id is None:
-        properties["enable.idempotence"] = "true"
-        return producer(properties)
-    properties["transactional.id"] = transactional_id
-    properties.setdefault("transaction.timeout.ms", TRANSACTION_TIMEOUT_MS)
-    writer = producer(properties)
-    init_transactions(writer, f"flow {settings.name}: initialising {transactional_id}")
+        config["enable.idempotence"] = "true"
+        return producer(config)
+    config["transactional.id"] = transactional_id
+    config.setdefault("transaction.timeout.ms", TRANSACTION_TIMEOUT_MS)
+    writer = producer(config)
+    init_transactions(writer, doing)
     return writer
 
 
-def sync_writer(settings: FlowSettings) -> Producer:
+def sync_writer(properties: dict[str, str]) -> Producer:
     """Writes OffsetSyncs into the source cluster (offset_syncs_topic_location: source)."""
-    return producer({**settings.source_producer, "enable.idempotence": "true"})
+    return producer({**properties, "enable.idempotence": "true"})

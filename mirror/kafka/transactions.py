@@ -1,8 +1,10 @@
-"""What every transactional writer on the executors shares: error classes, commit, zombie check.
+"""What every transactional writer on the executors shares: error classes, commit, the owner read.
 
 librdkafka reports transaction trouble in four flavours, and each has one remedy:
 fenced/fatal -> drop the producer and make a new one (after checking this run still owns the
 flow); abortable -> abort and retry; retriable -> retry; anything else -> a KafkaClientError.
+Whether this run still owns the flow is mirror.source.ownership's question; it reads the answer
+with committed_metadata.
 """
 
 from __future__ import annotations
@@ -13,11 +15,9 @@ from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from mirror.errors import FlowTakenOverError, KafkaClientError, ProducerFencedError, ProducerStuckError
+from mirror.errors import KafkaClientError, ProducerFencedError, ProducerStuckError
 from mirror.kafka.clients import AUTHORIZATION_CODES, not_authorized
 from mirror.kafka.clients import producer as new_producer
-from mirror.kafka.flow_mark import FlowMark
-from mirror.replication.settings import FlowSettings
 
 _FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 COMMIT_TRIES = 5
@@ -151,34 +151,11 @@ def abort_quietly(producer: Producer) -> bool:
     return True
 
 
-def read_flow_mark(settings: FlowSettings, owner_reader: Consumer) -> FlowMark | None:
-    """The flow mark the lease's owner committed last (mirror.kafka.flow_mark); None if none yet.
+def committed_metadata(reader: Consumer, topic: str, partition: int, doing: str) -> str | None:
+    """The metadata `reader`'s group committed with its offset of `topic`-`partition`; errors classified.
 
-    `owner_reader` is a read_committed consumer in the flow's lease group.
+    `reader` reads read_committed where the metadata is written in transactions (the flow mark).
     """
-    (mark,) = call(
-        lambda: owner_reader.committed([TopicPartition(settings.offsets_topic, 0)], timeout=30),
-        f"flow {settings.name}: reading the flow's owner",
-    )
-    return FlowMark.decode(mark.metadata)
-
-
-def stop_if_flow_taken_over(settings: FlowSettings, owner_reader: Consumer) -> FlowMark | None:
-    """After a fence: raise FlowTakenOverError if another `mirror run` now owns the flow.
-
-    Returns the mark read, so a caller can also check the copy generation it names.
-    """
-    mark = read_flow_mark(settings, owner_reader)
-    if settings.instance_id and mark is not None and mark.instance != settings.instance_id:
-        raise FlowTakenOverError(
-            f"flow {settings.name}: another mirror instance took over this flow; this writer stops"
-        )
-    return mark
-
-
-def lease_reader_properties(settings: FlowSettings) -> dict[str, str]:
-    return {
-        **settings.target_consumer,
-        "group.id": settings.lease_group(),
-        "isolation.level": "read_committed",
-    }
+    (committed,) = call(lambda: reader.committed([TopicPartition(topic, partition)], timeout=30), doing)
+    metadata: str | None = committed.metadata
+    return metadata

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from mirror.config.flow_settings import FlowSettings, flow_settings
 from mirror.config.models import MirrorConfig
-from mirror.replication.settings import FlowSettings, flow_settings
 
 Resource = Literal["topic", "group", "transactional-id", "cluster"]
 Pattern = Literal["literal", "prefixed"]

@@ -17,13 +17,13 @@ from collections.abc import Callable, Collection
 from dataclasses import replace
 from pathlib import Path
 
+from mirror.config.flow_settings import FlowSettings
 from mirror.kafka.fencing import fence_transactional_ids
 from mirror.kafka.flow_mark import FlowMark
-from mirror.kafka.lease import FlowLease, previous_mark
-from mirror.kafka.positions import reconcile_positions
-from mirror.replication.settings import FlowSettings
 from mirror.source.assignment import Assignment, SourcePartition, assign, moved
 from mirror.source.job import PublishedAssignment
+from mirror.source.lease import FlowLease, previous_mark
+from mirror.source.positions import reconcile_positions
 from mirror.topics.sync import TopicSync
 
 log = logging.getLogger(__name__)

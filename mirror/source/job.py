@@ -25,7 +25,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import StructType
 
-from mirror.replication.settings import FlowSettings
+from mirror.config.flow_settings import FlowSettings
 from mirror.source.assignment import Assignment, SourcePartition
 from mirror.source.task import CopyTaskSpec, TaskSummary, run_copy_task
 

@@ -14,12 +14,12 @@ from collections.abc import Callable, Collection
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 
+from mirror.config.flow_settings import FlowSettings
 from mirror.errors import KafkaClientError, RemoteTopicDeletedError, SourceTruncatedError
 from mirror.kafka.admin import committed_positions, earliest_offsets
 from mirror.kafka.offsets_store import read_to_end
 from mirror.kafka.partition_reads import holds_no_committed_record, seek, watermarks
 from mirror.kafka.source_offsets import CONNECTOR_NAME, decode_key, decode_value
-from mirror.replication.settings import FlowSettings
 from mirror.source.partition_copy import PartitionCopy
 
 log = logging.getLogger(__name__)

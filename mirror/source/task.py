@@ -21,19 +21,13 @@ from typing import Any, Literal
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from mirror.config.flow_settings import FlowSettings
 from mirror.errors import KafkaClientError, ProducerFencedError, ProducerStuckError
 from mirror.kafka.clients import admin_client
-from mirror.kafka.copy_clients import (
-    flow_mark_reader,
-    positions_reader,
-    remote_reader,
-    source_reader,
-    sync_writer,
-    task_writer,
-)
 from mirror.kafka.record_copy import ConsumeError, consumer_positions, copy_messages, next_messages
-from mirror.kafka.transactions import AbortableError, RetriableError, abort, call, stop_if_flow_taken_over
-from mirror.replication.settings import FlowSettings
+from mirror.kafka.transactions import AbortableError, RetriableError, abort, call
+from mirror.source.clients import positions_reader, remote_reader, source_reader, sync_writer, task_writer
+from mirror.source.ownership import flow_mark_reader, stop_if_flow_taken_over
 from mirror.source.partition_copy import PartitionCopy
 from mirror.source.start import read_positions, seek_to_position, skip_lost_records
 from mirror.source.stats import StatsSender

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from mirror.config.flow_settings import FlowSettings
 from mirror.errors import RecordRejectedError, RecordTooLargeError
 from mirror.kafka.record_copy import TOO_LARGE_CODES
 from mirror.kafka.source_offsets import SourcePartition, encode_key, encode_value
 from mirror.kafka.transactions import RetriableError, bounded, call, classify, commit
 from mirror.kafka.wire import OffsetSync
-from mirror.replication.settings import FlowSettings
 from mirror.source.partition_copy import PartitionCopy
 from mirror.source.stats import TaskStats
 

@@ -1,1 +1,1 @@
-"""Spark wiring: the session, the Python data source that plans offset ranges."""
+"""Spark wiring: the session, the ticks source and round query the connectors share, the daemon."""

@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from mirror.kafka.acl import TopicAcl
 from mirror.policy import ReplicationPolicy, TopicFilter, should_replicate_topic
 from mirror.policy.filters import compile_patterns
 
@@ -87,17 +88,6 @@ def config_changes(
         set={name: value for name, value in wanted.items() if present.get(name) != value},
         delete=sorted(name for name in present if name not in wanted),
     )
-
-
-@dataclass(frozen=True, order=True)
-class TopicAcl:
-    """A LITERAL topic ACL binding, the only kind MM2 syncs. Operation and permission by name."""
-
-    topic: str
-    principal: str
-    host: str
-    operation: str
-    permission: str
 
 
 def acls_to_sync(

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from confluent_kafka.admin import AdminClient
 
+from mirror.config.flow_settings import FlowSettings
 from mirror.kafka.admin import (
     add_partitions,
     alter_topic_configs,
@@ -19,7 +20,6 @@ from mirror.kafka.admin import (
 )
 from mirror.kafka.clients import admin_client
 from mirror.policy import should_replicate_topic
-from mirror.replication.settings import FlowSettings
 from mirror.topics.plan import acls_to_sync, config_changes, plan_topics, synced_configs
 
 log = logging.getLogger(__name__)

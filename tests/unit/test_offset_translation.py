@@ -7,10 +7,10 @@ from bisect import bisect_left
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mirror.checkpoint.checkpoints import CheckpointStore, plan_group_sync
+from mirror.checkpoint.sync_store import SLOTS, TOO_OLD, OffsetSyncStore
 from mirror.kafka.wire import Checkpoint, OffsetSync
 from mirror.source.offset_syncs import syncs_for_range
-from mirror.translation import CheckpointStore, OffsetSyncStore, plan_group_sync
-from mirror.translation.sync_store import SLOTS, TOO_OLD
 
 
 def loaded_store(*pairs: tuple[int, int], topic: str = "t") -> OffsetSyncStore:

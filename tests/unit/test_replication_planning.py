@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from mirror.kafka.acl import TopicAcl
 from mirror.policy import DefaultReplicationPolicy, TopicFilter
 from mirror.policy.filters import DEFAULT_CONFIG_PROPERTIES_EXCLUDE
 from mirror.source.offset_syncs import PartitionState, syncs_for_range
-from mirror.topics.plan import TopicAcl, acls_to_sync, config_changes, plan_topics
+from mirror.topics.plan import acls_to_sync, config_changes, plan_topics
 
 
 def test_first_record_gaps_and_last_record_get_syncs() -> None:

@@ -1,4 +1,4 @@
-"""The heartbeat component's round: emit heartbeats, and watch the remote heartbeats that arrive.
+"""The heartbeat task (MM2's MirrorHeartbeatTask): emit heartbeats, and watch the remote ones that arrive.
 
 Runs on Spark executors, one round per micro-batch of the flow's heartbeat query. Flow A->B
 writes Heartbeat(A, B) into B's `heartbeats`, and, as MM2's reverse herder does, Heartbeat(B, A)
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
+from mirror.config.flow_settings import FlowSettings
 from mirror.errors import (
     FlowTakenOverError,
     KafkaClientError,
@@ -27,7 +28,7 @@ from mirror.errors import (
     WireFormatError,
 )
 from mirror.kafka.admin import list_topics
-from mirror.kafka.clients import admin_client, consumer
+from mirror.kafka.clients import admin_client
 from mirror.kafka.source_offsets import FIXED_OFFSET, encode_heartbeat_key, encode_value
 from mirror.kafka.tail import PartitionTail
 from mirror.kafka.transactions import (
@@ -36,13 +37,11 @@ from mirror.kafka.transactions import (
     abort_quietly,
     call,
     commit,
-    lease_reader_properties,
     small_writer,
-    stop_if_flow_taken_over,
 )
 from mirror.kafka.wire import Heartbeat
 from mirror.policy import remote_heartbeat_topics, replication_path
-from mirror.replication.settings import FlowSettings
+from mirror.source.ownership import flow_mark_reader, stop_if_flow_taken_over
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +205,7 @@ def _drop(emitter: _Emitter) -> None:
 def _stop_if_flow_taken_over(settings: FlowSettings) -> None:
     reader = _LEASE_READERS.get(settings.name)
     if reader is None:
-        reader = _LEASE_READERS[settings.name] = consumer(lease_reader_properties(settings))
+        reader = _LEASE_READERS[settings.name] = flow_mark_reader(settings)
     stop_if_flow_taken_over(settings, reader)
 
 

@@ -14,10 +14,10 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from mirror.config.flow_settings import FlowSettings
 from mirror.kafka.admin import committed_positions, last_stable_offsets
 from mirror.kafka.clients import admin_client, consumer
 from mirror.metrics import SourceMetrics
-from mirror.replication.settings import FlowSettings
 
 log = logging.getLogger(__name__)
 

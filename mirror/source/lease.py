@@ -13,18 +13,12 @@ import time
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
+from mirror.config.flow_settings import FlowSettings
 from mirror.errors import FlowTakenOverError, KafkaClientError, ProducerStuckError
 from mirror.kafka.clients import consumer, producer, translate
 from mirror.kafka.flow_mark import FlowMark
-from mirror.kafka.transactions import (
-    AbortableError,
-    RetriableError,
-    bounded,
-    lease_reader_properties,
-    read_flow_mark,
-    stop_if_flow_taken_over,
-)
-from mirror.replication.settings import FlowSettings
+from mirror.kafka.transactions import AbortableError, RetriableError, bounded
+from mirror.source.ownership import flow_mark_reader, read_flow_mark, stop_if_flow_taken_over
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +27,7 @@ STUCK_RENEWALS = 5  # consecutive failed renewals before the producer is replace
 
 def previous_mark(settings: FlowSettings) -> FlowMark | None:
     """The mark the flow's last owner committed, read before this instance takes the lease."""
-    reader = consumer(lease_reader_properties(settings))
+    reader = flow_mark_reader(settings)
     try:
         return read_flow_mark(settings, reader)
     finally:
@@ -48,7 +42,7 @@ class FlowLease:
         self._lock = threading.Lock()
         self._producer = self._new_producer()
         self._group = consumer({**settings.target_consumer, "group.id": settings.lease_group()})
-        self._owner_reader = consumer(lease_reader_properties(settings))
+        self._owner_reader = flow_mark_reader(settings)
         # When the target last answered; renewals are the flow's heartbeat with its target.
         self.last_renewed = time.monotonic()
         self._unfinished = False
@@ -149,7 +143,7 @@ class FlowLease:
 
     def _commit_mark(self) -> None:
         # An empty transaction never reaches the coordinator; committing a group offset does.
-        # Its metadata names this instance: the flow's owner, as fenced tasks check (range_copier).
+        # Its metadata names this instance: the flow's owner, as fenced tasks check (mirror.source.ownership).
         mark = [TopicPartition(self._settings.offsets_topic, 0, 0, metadata=self.mark.encode())]
         doing = f"flow {self._settings.name}: renewing the lease"
         metadata = self._group.consumer_group_metadata()

@@ -1,7 +1,8 @@
 """`mirror run`: prepare every enabled flow, run its queries, report progress, stop cleanly.
 
-Per flow, three streaming queries: source (copies records), checkpoint (translates group
-offsets), heartbeat (emits and watches heartbeats). Each restarts on its own after a failure.
+Per flow, three streaming queries (mirror.runner.components): source (copies records),
+checkpoint (translates group offsets), heartbeat (emits and watches heartbeats). Each restarts
+on its own after a failure.
 
 Driver only. Order at start, per flow: reach both clusters, create internal and remote topics,
 take the flow's positions from its offsets topic, take the flow's lease (fencing an older
@@ -12,14 +13,12 @@ in flight finishes (its transactions commit), and only then are the queries stop
 from __future__ import annotations
 
 import logging
-import re
 import signal
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,18 +26,25 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import CollectorRegistry
 from py4j.protocol import Py4JError
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming.query import StreamingQuery
 
+from mirror.config.flow_settings import FlowSettings, flow_settings
 from mirror.config.models import FlowConfig, MirrorConfig
-from mirror.errors import ConfigError, FlowTakenOverError, MirrorError, ReplicationError
+from mirror.errors import ConfigError, FlowTakenOverError, MirrorError
 from mirror.kafka.clients import check_properties, wait_until_reachable
-from mirror.kafka.lease import FlowLease
 from mirror.metrics import CheckpointMetrics, HeartbeatMetrics, SourceMetrics, serve
-from mirror.replication.progress import FlowProgress, LagReader, percentile, stats_handler
-from mirror.replication.rounds import start_round_query
-from mirror.replication.settings import FlowSettings, flow_settings
+from mirror.runner.components import (
+    USER_ERRORS,
+    Component,
+    Flow,
+    drain,
+    flow_components,
+    flow_dir_name,
+    on_checkpoint_round,
+    on_heartbeat_round,
+    query_error,
+)
+from mirror.runner.progress import LagReader, percentile, stats_handler
 from mirror.source.connector import SourceConnector
-from mirror.source.job import start_copy_query
 from mirror.source.stats import StatsServer
 from mirror.spark.session import build_session, driver_host
 from mirror.spark.signals import threads_without_signals
@@ -52,49 +58,7 @@ PROGRESS_SECONDS = 5.0
 DRAIN_SECONDS = 60.0
 ROUNDS_DELAY_SECONDS = 15.0
 RESTART_BACKOFF_SECONDS = (2.0, 5.0, 10.0, 30.0, 60.0)
-# Failures only the user can fix; anything else (a cluster away for a while) restarts the query.
-_USER_ERRORS = (
-    "RecordTooLargeError",
-    "RecordRejectedError",
-    "SourceTruncatedError",
-    "RemoteTopicDeletedError",
-    "NotAuthorizedError",
-)
 EXIT_OK, EXIT_FAILED = 0, 1
-_MIRROR_ERROR_LINE = re.compile(r"(?:mirror\.errors\.)?(\w+Error): (flow [^\n]+)")
-
-
-@dataclass
-class _Component:
-    """One of a flow's streaming queries (source, checkpoint, heartbeat) and its restart state."""
-
-    name: str
-    start: Callable[[], StreamingQuery]
-    query: StreamingQuery | None = None
-    restarts: int = 0
-    restart_at: float | None = None
-
-
-@dataclass
-class _Flow:
-    settings: FlowSettings
-    config: FlowConfig
-    topic_sync: TopicSync
-    connector: SourceConnector
-    stop_file: Path
-    lag: LagReader
-    progress: FlowProgress = field(default_factory=FlowProgress)
-    components: list[_Component] = field(default_factory=list)
-    # Groups last seen with members on the target, reported once when they become so.
-    active_groups: set[str] = field(default_factory=set)
-    # Heartbeat pairs ("B->A") whose last write failed, reported once until they recover.
-    failing_heartbeats: set[str] = field(default_factory=set)
-    checkpointed_groups: int = 0
-
-    @property
-    def lease(self) -> FlowLease:
-        assert self.connector.lease is not None, "the lease is taken when the flow starts"  # noqa: S101
-        return self.connector.lease
 
 
 class Supervisor:
@@ -106,7 +70,7 @@ class Supervisor:
         self._stop = stop if stop is not None else threading.Event()
         self.instance_id = uuid.uuid4().hex
         self._failure: MirrorError | None = None
-        self._flows: list[_Flow] = []
+        self._flows: list[Flow] = []
         self._spark: SparkSession | None = None
         self._state_dir = Path(config.spark.checkpoint_dir)
         self.registry = CollectorRegistry()
@@ -194,96 +158,31 @@ class Supervisor:
                 return
             self._flows.append(self._prepare(settings, flow_config, self._state_dir))
 
-    def _components(self, flow: _Flow) -> list[_Component]:
+    def _components(self, flow: Flow) -> list[Component]:
         spark = self._spark
         assert spark is not None, "the Spark session starts before any query"  # noqa: S101
-        settings, config = flow.settings, flow.config
-        state = self._state_dir / _flow_dir(settings)
         stats = self._stats
         assert stats is not None, "the stats server starts before any query"  # noqa: S101
-        components = [
-            _Component(
-                "source",
-                lambda: start_copy_query(
-                    spark,
-                    settings,
-                    checkpoint_dir=state / "source",
-                    assignment_file=flow.connector.assignment_file,
-                    stop_file=flow.stop_file,
-                    stats_address=stats.address,
-                ),
-            )
-        ]
+        return flow_components(
+            spark,
+            flow,
+            self._state_dir / flow_dir_name(flow.settings),
+            stats.address,
+            on_checkpoint_round=lambda rows: on_checkpoint_round(
+                flow, rows, self._checkpoint_metrics, self._out
+            ),
+            on_heartbeat_round=lambda rows: on_heartbeat_round(
+                flow, rows, self._heartbeat_metrics, self._out
+            ),
+        )
 
-        def round_component(
-            name: str, interval: float, on_round: Callable[[list[dict[str, Any]]], None]
-        ) -> _Component:
-            return _Component(
-                name,
-                lambda: start_round_query(
-                    spark,
-                    settings,
-                    component=name,
-                    interval_seconds=interval,
-                    checkpoint_dir=state / name,
-                    stop_file=flow.stop_file,
-                    on_round=lambda _settings, rows: on_round(rows),
-                ),
-            )
-
-        if config.emit_checkpoints:
-            components.append(
-                round_component(
-                    "checkpoint",
-                    config.emit_checkpoints_interval_seconds,
-                    lambda rows: self._on_checkpoint_round(flow, rows),
-                )
-            )
-        if settings.emit_heartbeats or settings.reverse_heartbeats:
-            components.append(
-                round_component(
-                    "heartbeat",
-                    config.emit_heartbeats_interval_seconds,
-                    lambda rows: self._on_heartbeat_round(flow, rows),
-                )
-            )
-        return components
-
-    def _start_component(self, component: _Component) -> None:
+    def _start_component(self, component: Component) -> None:
         assert self._spark is not None, "the Spark session starts before any query"  # noqa: S101
         # Each component gets its own fair-share pool, so a heartbeat never queues behind a
         # source batch's copy tasks for longer than one task.
         self._spark.sparkContext.setLocalProperty("spark.scheduler.pool", component.name)
         component.query = component.start()
         log.debug("%s query started", component.name)
-
-    def _on_heartbeat_round(self, flow: _Flow, rows: list[dict[str, Any]]) -> None:
-        self._heartbeat_metrics.record_round(rows)
-        for row in rows:
-            pair = f"{row['source']}->{row['target']}"
-            if row["kind"] == "failed" and pair not in flow.failing_heartbeats:
-                flow.failing_heartbeats.add(pair)
-                self._out(f"{row['path']}; retrying every round")
-            elif row["kind"] == "emitted" and pair in flow.failing_heartbeats:
-                flow.failing_heartbeats.discard(pair)
-                self._out(f"flow {flow.settings.name}: heartbeats {pair} written again")
-
-    def _on_checkpoint_round(self, flow: _Flow, rows: list[dict[str, Any]]) -> None:
-        self._checkpoint_metrics.record_round(flow.settings.name, rows)
-        flow.checkpointed_groups = len({row["group"] for row in rows if row["kind"] == "checkpoint"})
-        outcomes = {row["group"]: row["outcome"] for row in rows if row["kind"] == "group"}
-        for group, outcome in sorted(outcomes.items()):
-            if outcome == "active" and group not in flow.active_groups:
-                flow.active_groups.add(group)
-                self._out(
-                    f"flow {flow.settings.name}: group {group} has members on {flow.settings.target}; "
-                    "its offsets there are left alone until it is empty"
-                )
-            elif outcome in ("synced", "unchanged") and group in flow.active_groups:
-                # Not on "failed": a member leaving can make the first write after it be refused;
-                # the group stays pending until a round has really brought it up to date.
-                flow.active_groups.discard(group)
-                self._out(f"flow {flow.settings.name}: group {group} is empty again and now synced")
 
     def _check_state_dir(self) -> None:
         """Spark writes its checkpoints here; fail now, in one line, rather than inside Spark."""
@@ -320,7 +219,7 @@ class Supervisor:
                 what=f"cluster {alias}",
             )
 
-    def _prepare(self, settings: FlowSettings, flow_config: FlowConfig, state_dir: Path) -> _Flow:
+    def _prepare(self, settings: FlowSettings, flow_config: FlowConfig, state_dir: Path) -> Flow:
         if flow_config.max_records_per_batch is not None:
             self._out(
                 f"flow {settings.name}: warning: max_records_per_batch no longer applies (copy tasks "
@@ -351,16 +250,16 @@ class Supervisor:
             # Before the first copy: a remote topic created by hand with other configs (say
             # cleanup.policy=compact) would refuse records its source topic takes.
             topic_sync.sync_configs()
-        flow_dir = state_dir / _flow_dir(settings)
+        flow_dir = state_dir / flow_dir_name(settings)
         flow_dir.mkdir(parents=True, exist_ok=True)
         stop_file = flow_dir / "stopping"
         stop_file.unlink(missing_ok=True)
         # Takes the lease, fences every copy task of earlier runs, then publishes the assignment.
         connector = SourceConnector(settings, topic_sync, flow_dir, self._out)
         connector.start()
-        return _Flow(settings, flow_config, topic_sync, connector, stop_file, LagReader(settings))
+        return Flow(settings, flow_config, topic_sync, connector, stop_file, LagReader(settings))
 
-    def _schedule(self, scheduler: BackgroundScheduler, flow: _Flow) -> None:
+    def _schedule(self, scheduler: BackgroundScheduler, flow: Flow) -> None:
         flow_config = flow.config
 
         def guarded(job: Callable[[], object], what: str) -> Callable[[], None]:
@@ -412,7 +311,7 @@ class Supervisor:
                     except Exception:
                         log.warning("flow %s: progress report failed", flow.settings.name, exc_info=True)
 
-    def _check_component(self, flow: _Flow, component: _Component) -> None:
+    def _check_component(self, flow: Flow, component: Component) -> None:
         if component.restart_at is not None:
             if time.monotonic() >= component.restart_at:
                 component.restart_at = None
@@ -420,12 +319,12 @@ class Supervisor:
             return
         if component.query is None or component.query.isActive:
             return
-        kind, error = _query_error(flow.settings, component.query)
+        kind, error = query_error(flow.settings, component.query)
         self._metrics.errors.labels(flow.settings.name, kind).inc()
         if kind == "FlowTakenOverError":
             self._fail(FlowTakenOverError(str(error)))
             return
-        if kind in _USER_ERRORS:
+        if kind in USER_ERRORS:
             self._fail(error)
             return
         delay = RESTART_BACKOFF_SECONDS[min(component.restarts, len(RESTART_BACKOFF_SECONDS) - 1)]
@@ -439,7 +338,7 @@ class Supervisor:
         if flow is not None:
             stats_handler(flow.progress, self._metrics, self._out)(message)
 
-    def _report(self, flow: _Flow) -> None:
+    def _report(self, flow: Flow) -> None:
         records_per_second, bytes_per_second, latencies = flow.progress.take_window()
         published = flow.connector.published
         try:
@@ -479,7 +378,7 @@ class Supervisor:
         for flow in self._flows:
             for component in flow.components:
                 try:
-                    _drain(component.query, deadline)
+                    drain(component.query, deadline)
                 except Py4JError:
                     # The JVM went first (a signal to the whole process group): nothing left to stop,
                     # and what it had in flight is aborted or fenced by the next run.
@@ -490,29 +389,3 @@ class Supervisor:
         if self._stats is not None:
             self._stats.close()
         log.info("stopped")
-
-
-def _drain(query: StreamingQuery | None, deadline: float) -> None:
-    """Nothing new is planned now; wait for the batch in flight so its transactions commit, then stop."""
-    while query is not None and query.isActive and time.monotonic() < deadline:
-        status = query.status
-        if not status["isTriggerActive"] and not status["isDataAvailable"]:
-            break
-        time.sleep(0.1)
-    if query is not None and query.isActive:
-        query.stop()
-
-
-def _flow_dir(settings: FlowSettings) -> str:
-    return f"{settings.source}-{settings.target}"
-
-
-def _query_error(settings: FlowSettings, query: StreamingQuery) -> tuple[str, ReplicationError]:
-    """(error class name, one-line error) from a failed query's exception text."""
-    exception = query.exception()
-    text = str(exception) if exception is not None else "the query stopped"
-    match = _MIRROR_ERROR_LINE.search(text)
-    if match:
-        return match.group(1), ReplicationError(match.group(2).strip())
-    first = next((line.strip() for line in text.splitlines() if line.strip()), text)
-    return "SparkError", ReplicationError(f"flow {settings.name}: replication failed: {first[:300]}")

@@ -1,7 +1,7 @@
 """Reconcile a flow's positions group with its offsets topic before replication starts.
 
 The offsets topic (Connect's format) is what MM2 and KIP-618 tooling read and write; the
-positions group is the O(1) guard the copier reads. If MM2, or an older mirror, advanced the
+positions group is the O(1) guard the copy tasks read. If MM2, or an older mirror, advanced the
 offsets topic past the group, the group is moved forward so nothing is copied twice.
 """
 
@@ -10,11 +10,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection
 
+from mirror.config.flow_settings import FlowSettings
 from mirror.kafka.admin import commit_positions, committed_positions
 from mirror.kafka.clients import consumer
 from mirror.kafka.offsets_store import read_to_end
 from mirror.kafka.source_offsets import CONNECTOR_NAME, decode_key, decode_value
-from mirror.replication.settings import FlowSettings
 
 log = logging.getLogger(__name__)
 

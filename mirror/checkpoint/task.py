@@ -1,4 +1,4 @@
-"""The checkpoint component's round: translate source group offsets, emit checkpoints, sync groups.
+"""The checkpoint task (MM2's MirrorCheckpointTask): translate group offsets, emit checkpoints, sync groups.
 
 Runs on Spark executors, one round per micro-batch of the flow's checkpoint query. A round:
   1. takes the flow's checkpoint transactional id (fencing any older writer of checkpoints);
@@ -22,6 +22,9 @@ from dataclasses import dataclass, field
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
+from mirror.checkpoint.checkpoints import CheckpointStore, plan_group_sync
+from mirror.checkpoint.sync_store import OffsetSyncStore
+from mirror.config.flow_settings import FlowSettings
 from mirror.errors import KafkaClientError, MirrorError, ProducerFencedError, WireFormatError
 from mirror.kafka.admin import (
     CommittedOffset,
@@ -31,7 +34,7 @@ from mirror.kafka.admin import (
     last_stable_offsets,
     list_group_ids,
 )
-from mirror.kafka.clients import admin_client, consumer
+from mirror.kafka.clients import admin_client
 from mirror.kafka.source_offsets import FIXED_OFFSET, encode_checkpoint_key, encode_value
 from mirror.kafka.tail import PartitionTail
 from mirror.kafka.transactions import (
@@ -40,14 +43,11 @@ from mirror.kafka.transactions import (
     abort_quietly,
     call,
     commit,
-    lease_reader_properties,
     small_writer,
-    stop_if_flow_taken_over,
 )
 from mirror.kafka.wire import Checkpoint, OffsetSync
 from mirror.policy import should_replicate_topic
-from mirror.replication.settings import FlowSettings
-from mirror.translation import CheckpointStore, OffsetSyncStore, plan_group_sync
+from mirror.source.ownership import flow_mark_reader, stop_if_flow_taken_over
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +182,7 @@ def run_checkpoint_round(settings: FlowSettings) -> list[CheckpointRow]:
             _drop_state(settings)
             reader = _LEASE_READERS.get(settings.name)
             if reader is None:
-                reader = _LEASE_READERS[settings.name] = consumer(lease_reader_properties(settings))
+                reader = _LEASE_READERS[settings.name] = flow_mark_reader(settings)
             stop_if_flow_taken_over(settings, reader)
             last = exc
             continue

@@ -1,0 +1,1 @@
+"""The heartbeat connector: heartbeat emission and reading, and its Spark job."""

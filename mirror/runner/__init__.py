@@ -1,0 +1,1 @@
+"""`mirror run`: start every enabled flow's connectors on one Spark session, supervise them, stop cleanly."""

@@ -1,0 +1,42 @@
+"""A copy task's clients for one flow: mirror.kafka.copy_clients, given the flow's properties and names."""
+
+from __future__ import annotations
+
+from confluent_kafka import Consumer, Producer
+
+from mirror.config.flow_settings import FlowSettings
+from mirror.kafka import copy_clients
+
+
+def _copier_group(settings: FlowSettings) -> str:
+    return f"mirror-{settings.source}-{settings.target}-copier"
+
+
+def source_reader(settings: FlowSettings, partitions: int) -> Consumer:
+    """One consumer for every partition the task owns; assign()ed, never subscribed."""
+    return copy_clients.source_reader(settings.source_consumer, _copier_group(settings), partitions)
+
+
+def positions_reader(settings: FlowSettings) -> Consumer:
+    """Reads (read_committed) and, at-least-once, commits the flow's positions group."""
+    return copy_clients.positions_reader(settings.target_consumer, settings.positions_group())
+
+
+def remote_reader(settings: FlowSettings) -> Consumer:
+    """Reads remote partitions read_committed, to tell an empty one from one holding records."""
+    return copy_clients.remote_reader(settings.target_consumer, _copier_group(settings))
+
+
+def task_writer(settings: FlowSettings, transactional_id: str | None) -> Producer:
+    """The task's producer, on the target: transactional (fencing every older holder of the id)
+    or, at-least-once, idempotent."""
+    return copy_clients.task_writer(
+        settings.target_producer,
+        transactional_id,
+        doing=f"flow {settings.name}: initialising {transactional_id}",
+    )
+
+
+def sync_writer(settings: FlowSettings) -> Producer:
+    """Writes OffsetSyncs into the source cluster (offset_syncs_topic_location: source)."""
+    return copy_clients.sync_writer(settings.source_producer)
