@@ -28,8 +28,12 @@ class PartitionCopy:
     downstream: list[int] = field(default_factory=list)
     bytes: int = 0
     oldest_ms: int = 0
-    failure: Any = None  # the first delivery error of the open transaction
-    failed_at: int = -1  # its index in `upstream`
+    # The open transaction's delivery errors: a broker refuses whole batches, so the largest failed
+    # record is the one to name when records are too large, the first one otherwise.
+    failure: Any = None
+    failed_at: int = -1  # the largest failed record's index in `upstream`
+    failed_size: int = -1
+    first_failed_at: int = -1
     # MM2's sync triggers, kept across transactions, and the last copied pair no sync covers yet.
     syncs: PartitionState = field(init=False)
     unsynced: tuple[int, int] | None = None
@@ -45,8 +49,11 @@ class PartitionCopy:
 
     def on_delivery(self, error: Any, message: Any) -> None:
         if error is not None:
-            if self.failure is None:
-                self.failure, self.failed_at = error, len(self.downstream)
+            size = len(message.value() or b"") + len(message.key() or b"")
+            if self.failure is None or size > self.failed_size:
+                self.failure, self.failed_at, self.failed_size = error, len(self.downstream), size
+            if self.first_failed_at < 0:
+                self.first_failed_at = len(self.downstream)
             self.downstream.append(-1)
         else:
             # Per partition, librdkafka reports deliveries in produce order (idempotent producer).
@@ -99,4 +106,4 @@ class PartitionCopy:
         self.downstream = []
         self.bytes = 0
         self.oldest_ms = 0
-        self.failure, self.failed_at = None, -1
+        self.failure, self.failed_at, self.failed_size, self.first_failed_at = None, -1, -1, -1

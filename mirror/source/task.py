@@ -22,7 +22,12 @@ from typing import Any, Literal
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mirror.config.flow_settings import FlowSettings
-from mirror.errors import KafkaClientError, ProducerFencedError, ProducerStuckError
+from mirror.errors import (
+    ClusterAuthenticationError,
+    KafkaClientError,
+    NotAuthorizedError,
+    ProducerFencedError,
+)
 from mirror.kafka.clients import admin_client
 from mirror.kafka.record_copy import ConsumeError, consumer_positions, copy_messages, next_messages
 from mirror.kafka.transactions import AbortableError, RetriableError, abort, call
@@ -39,8 +44,12 @@ CONSUME_BATCH = 10_000
 CHECK_SECONDS = 0.5  # how often the task reads the flow mark and sweeps consumer positions
 MAX_TRANSACTION_RECORDS = 50_000
 MAX_TRANSACTION_BYTES = 32 * 1024 * 1024
-MAX_FAILURES = 12  # in a row, without a commit in between, before the Spark task fails
+# A task that has committed nothing for this long, over at least MIN_FAILURES tries, fails; Spark
+# retries it, and after that the supervisor restarts the query with backoff.
+STALL_SECONDS = 120.0
+MIN_FAILURES = 5
 State = Literal["current", "stale", "stopping"]
+TRANSIENT_ERRORS = (AbortableError, RetriableError, RemoteRecreatedError, KafkaClientError)
 
 
 @dataclass(frozen=True)
@@ -118,34 +127,43 @@ class _CopyTask:
         return self.settings.copy_task_transactional_id(self.spec.index)
 
     def run(self) -> TaskSummary:
-        failures = committed = 0
+        failures, committed, last_progress = 0, 0, time.monotonic()
+        rewind = False
         while True:
             try:
-                if self.producer is None and not self._open():
-                    self.summary.ended = "stale"
-                    return self.summary
+                if self.producer is None:
+                    if not self._open():
+                        self.summary.ended = "stale"
+                        return self.summary
+                elif rewind:
+                    self._rewind()
+                rewind = False
                 self.summary.ended = self._copy()
                 return self.summary
+            except (NotAuthorizedError, ClusterAuthenticationError):
+                raise  # a missing ACL or refused credentials: only the user can fix it
             except ProducerFencedError:
-                # By a zombie of an older generation re-opening, or by a fencing round: which one,
-                # the mark says after the next open; a task of an older generation just ends.
+                # Stuck in librdkafka, or fenced: by a zombie of an older generation re-opening, or
+                # by a fencing round. Which one, the mark says when the task opens again; a task of
+                # an older generation just ends.
                 self.stats.current.fenced += 1
                 self.in_transaction = False
                 self.producer = None
-                failures += 1
-            except (AbortableError, RetriableError, ProducerStuckError, RemoteRecreatedError) as exc:
-                log.info("flow %s: task %d: %s; going back to the committed positions", self.settings.name,
-                         self.spec.index, exc)  # fmt: skip
+            except TRANSIENT_ERRORS as exc:
+                # The target or source away for a while, a transaction the coordinator aborted:
+                # nothing uncommitted counts, so the task goes back to the committed positions.
+                log.info("flow %s: copy task %d: %s; going back to the committed positions",
+                         self.settings.name, self.spec.index, exc)  # fmt: skip
                 self.stats.current.aborted += 1
                 self._abort()
-                failures += 1
-                if self.producer is not None:
-                    self._rewind()
+                rewind = True
+            failures += 1
             if self.summary.transactions > committed:
-                failures, committed = 1, self.summary.transactions  # counted since the last commit
-            if failures >= MAX_FAILURES:
+                failures, committed, last_progress = 1, self.summary.transactions, time.monotonic()
+            if time.monotonic() - last_progress > STALL_SECONDS and failures >= MIN_FAILURES:
                 raise KafkaClientError(
-                    f"flow {self.settings.name}: copy task {self.spec.index} failed {failures} times in a row"
+                    f"flow {self.settings.name}: copy task {self.spec.index} committed nothing for "
+                    f"{STALL_SECONDS:g}s ({failures} failed attempts)"
                 )
             time.sleep(min(0.2 * failures, 2.0))
 

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from mirror.config.flow_settings import FlowSettings
-from mirror.errors import RecordRejectedError, RecordTooLargeError
+from mirror.errors import NotAuthorizedError, ProducerFencedError, RecordRejectedError, RecordTooLargeError
 from mirror.kafka.record_copy import TOO_LARGE_CODES
 from mirror.kafka.source_offsets import SourcePartition, encode_key, encode_value
-from mirror.kafka.transactions import RetriableError, bounded, call, classify, commit
+from mirror.kafka.transactions import AbortableError, RetriableError, bounded, call, classify, commit
 from mirror.kafka.wire import OffsetSync
 from mirror.source.partition_copy import PartitionCopy
 from mirror.source.stats import TaskStats
@@ -162,11 +162,13 @@ def _raise_delivery_error(settings: FlowSettings, part: PartitionCopy) -> None:
     offset = part.upstream[part.failed_at] if 0 <= part.failed_at < len(part.upstream) else -1
     if error.code() in TOO_LARGE_CODES:
         raise RecordTooLargeError(
-            f"{part.where()}: the record at offset {offset} is larger than {settings.target} accepts for "
+            f"{part.where()}: the record at offset {offset} ({part.failed_size:,} bytes) is larger than "
+            f"{settings.target} accepts for "
             f"{part.remote_topic} ({error.str()}); raise max.message.bytes on {settings.target}'s "
             f"{part.remote_topic} and the producer's message.max.bytes"
         )
     if error.code() == KafkaError.INVALID_RECORD:
+        offset = part.upstream[part.first_failed_at] if 0 <= part.first_failed_at < len(part.upstream) else -1
         raise RecordRejectedError(
             f"{part.where()}: {settings.target} refused the record at offset {offset} for "
             f"{part.remote_topic} as invalid ({error.str()}); a compacted topic takes only records "
@@ -174,4 +176,8 @@ def _raise_delivery_error(settings: FlowSettings, part: PartitionCopy) -> None:
             f"{settings.source}'s {part.topic}, which the topic config sync does unless "
             "config_properties_exclude names them"
         )
-    raise classify(KafkaException(error), f"{part.where()}: delivering to {part.remote_topic}")
+    classified = classify(KafkaException(error), f"{part.where()}: delivering to {part.remote_topic}")
+    if isinstance(classified, (ProducerFencedError, NotAuthorizedError)):
+        raise classified
+    # Anything else (a message timed out while the target was away) fails only this transaction.
+    raise AbortableError(str(classified))
