@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mirror.config.flow_settings import FlowSettings
+from mirror.errors import MirrorError
 from mirror.kafka.admin import committed_positions, last_stable_offsets
 from mirror.kafka.clients import admin_client, consumer
 from mirror.metrics import SourceMetrics
@@ -107,6 +108,16 @@ class LagReader:
                 "isolation.level": "read_committed",
             }
         )
+
+    latest: dict[tuple[str, int], int] | None = None
+
+    def refresh(self, partitions: Collection[tuple[str, int]]) -> None:
+        """Read the lag now (on the scheduler: it blocks while a cluster is away); None if unknown."""
+        try:
+            self.latest = self.read(partitions)
+        except MirrorError as exc:
+            log.debug("flow %s: lag unknown: %s", self._settings.name, exc)
+            self.latest = None
 
     def read(self, partitions: Collection[tuple[str, int]]) -> dict[tuple[str, int], int]:
         s = self._settings

@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -297,6 +298,12 @@ class Supervisor:
             )
         scheduler.add_job(guarded(flow.lease.renew, "lease renewal"), "interval", seconds=LEASE_RENEW_SECONDS)
 
+        def read_lag() -> None:
+            published = flow.connector.published
+            flow.lag.refresh(sorted(published.assignment.partitions) if published else [])
+
+        scheduler.add_job(read_lag, "interval", seconds=PROGRESS_SECONDS, next_run_time=datetime.now(UTC))
+
     def _supervise(self) -> None:
         next_report = time.monotonic() + PROGRESS_SECONDS
         while not self._stop.wait(0.5):
@@ -340,13 +347,10 @@ class Supervisor:
 
     def _report(self, flow: Flow) -> None:
         records_per_second, bytes_per_second, latencies = flow.progress.take_window()
-        published = flow.connector.published
-        try:
-            lag = flow.lag.read(sorted(published.assignment.partitions)) if published else {}
+        lag = flow.lag.latest
+        if lag is not None:
             self._metrics.record_lag(flow.settings.name, lag)
-            lag_text = f"{sum(lag.values()):,} records"
-        except MirrorError:
-            lag_text = "unknown"
+        lag_text = f"{sum(lag.values()):,} records" if lag is not None else "unknown"
         latency = (
             f", latency p50 {percentile(latencies, 50):.2f}s p99 {percentile(latencies, 99):.2f}s"
             if latencies

@@ -103,6 +103,7 @@ class CopyEpochReader(DataSourceStreamReader):
                     new=tuple(p for p in owned if p in published.new),
                     deadline=deadline,
                     stats_address=self._stats_address,
+                    stop_file=str(self._stop_file),
                 )
             )
             for index, owned in enumerate(assignment.tasks)

@@ -64,17 +64,16 @@ class FlowLease:
         self.last_renewed = time.monotonic()
 
     def update(self, mark: FlowMark) -> None:
-        """Commit a new mark now (a new copy generation, or stopping); raises if the target refuses."""
+        """Commit a new mark now (a new copy generation, or stopping), as a renewal does, recovering
+        a replaced or stuck producer on the way; raises KafkaClientError if it did not commit."""
         with self._lock:
             self.mark = mark
-            try:
-                self._commit_mark()
-            except (KafkaException, ProducerStuckError) as exc:
-                self._unfinished = self._unfinished or isinstance(exc, ProducerStuckError)
+            before = self.last_renewed
+            self._renew()
+            if self.last_renewed == before:
                 raise KafkaClientError(
-                    f"flow {self._settings.name}: recording the flow's mark: {exc}"
-                ) from exc
-            self.last_renewed = time.monotonic()
+                    f"flow {self._settings.name}: could not record the flow's mark on {self._settings.target}"
+                )
 
     def renew(self) -> None:
         """Raise FlowTakenOverError if another instance acquired the lease since."""

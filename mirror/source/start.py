@@ -46,16 +46,46 @@ def read_positions(
     if not missing:
         return
     earliest = earliest_offsets(source_admin, [(p.topic, p.partition) for p in missing])
+    stored: dict[tuple[str, int], int] | None = None
     for part in missing:
         low = earliest[(part.topic, part.partition)]
         had_position = part.committed is not None
         part.committed = None  # so the task's first commit records where it starts
         if not had_position and (part.topic, part.partition) in new:
             part.position = low
-        elif holds_no_committed_record(remote, part.remote_topic, part.partition, where=part.where()):
-            part.position = _recopy(settings, part, low, report)
+            continue
+        if stored is None:
+            # Rare (a task killed before its first commit, a remote topic deleted, the group
+            # deleted by hand), so reading Connect's offsets topic here is affordable.
+            stored = _stored_positions(settings)
+        copied_before = had_position or (part.topic, part.partition) in stored
+        if holds_no_committed_record(remote, part.remote_topic, part.partition, where=part.where()):
+            part.position = _recopy(settings, part, low, report) if copied_before else low
+        elif (part.topic, part.partition) in stored:
+            part.position = stored[(part.topic, part.partition)]
+            log.warning("%s: position taken from %s: %d", part.where(), settings.offsets_topic, part.position)
         else:
-            part.position = _from_offsets_topic(settings, part)
+            raise KafkaClientError(
+                f"{part.where()}: the flow's position for {part.remote_topic}-{part.partition} is gone from "
+                f"group {settings.positions_group()} and from {settings.offsets_topic}, but the remote "
+                "partition holds records; restore the group's offsets, or delete the remote topic to copy "
+                "the partition again"
+            )
+
+
+def _stored_positions(settings: FlowSettings) -> dict[tuple[str, int], int]:
+    """Where Connect's offsets topic says the flow got, per source partition (MM2's or ours)."""
+    positions = {}
+    for raw_key, raw_value in read_to_end(settings.target_consumer, settings.offsets_topic).items():
+        decoded = decode_key(raw_key)
+        offset = decode_value(raw_value)
+        if decoded is None or offset is None or decoded[0] != CONNECTOR_NAME:
+            continue
+        source = decoded[1]
+        if source.cluster == settings.source:
+            # Connect stores the last replicated offset; replication resumes after it.
+            positions[(source.topic, source.partition)] = offset + 1
+    return positions
 
 
 def _recopy(settings: FlowSettings, part: PartitionCopy, low: int, report: Report) -> int:
@@ -75,25 +105,6 @@ def _recopy(settings: FlowSettings, part: PartitionCopy, low: int, report: Repor
         f"or re-created empty; copying {part.topic}-{part.partition} into it again from offset {low}",
     )
     return low
-
-
-def _from_offsets_topic(settings: FlowSettings, part: PartitionCopy) -> int:
-    """The positions group lost a partition whose remote copy holds records (the group was deleted
-    by hand): Connect's offsets topic still says how far the flow got."""
-    for raw_key, raw_value in read_to_end(settings.target_consumer, settings.offsets_topic).items():
-        decoded = decode_key(raw_key)
-        offset = decode_value(raw_value)
-        if decoded is None or offset is None or decoded[0] != CONNECTOR_NAME:
-            continue
-        source = decoded[1]
-        if (source.cluster, source.topic, source.partition) == (settings.source, part.topic, part.partition):
-            log.warning("%s: position taken from %s: %d", part.where(), settings.offsets_topic, offset + 1)
-            return offset + 1
-    raise KafkaClientError(
-        f"{part.where()}: the flow's position for {part.remote_topic}-{part.partition} is gone from group "
-        f"{settings.positions_group()} and from {settings.offsets_topic}, but the remote partition holds "
-        "records; restore the group's offsets, or delete the remote topic to copy the partition again"
-    )
 
 
 def skip_lost_records(settings: FlowSettings, part: PartitionCopy, source: Consumer, report: Report) -> int:

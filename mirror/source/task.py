@@ -15,6 +15,7 @@ current, so a zombie can never commit a partition another task now owns.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -62,6 +63,9 @@ class CopyTaskSpec:
     new: tuple[tuple[str, int], ...]  # first assigned in this generation: no position expected
     deadline: float  # time.time() at which the epoch's window ends
     stats_address: tuple[str, int] | None
+    # The driver's stop file: a second stop signal where the executor shares the driver's disk
+    # (local mode), for when the flow mark cannot be written.
+    stop_file: str | None = None
 
 
 @dataclass
@@ -275,6 +279,8 @@ class _CopyTask:
 
     def _state(self) -> State:
         """What the flow mark says of this task: FlowTakenOverError if another instance owns the flow."""
+        if self.spec.stop_file and os.path.exists(self.spec.stop_file):  # noqa: PTH110 - twice a second
+            return "stopping"
         try:
             mark = stop_if_flow_taken_over(self.settings, self.mark_reader)
         except (RetriableError, AbortableError, KafkaClientError):

@@ -14,9 +14,10 @@ from mirror.kafka.admin import (
     alter_topic_configs,
     create_topic,
     create_topic_acls,
+    create_topics,
     describe_topic_acls,
     list_topics,
-    non_default_configs,
+    non_default_configs_of,
 )
 from mirror.kafka.clients import admin_client
 from mirror.policy import should_replicate_topic
@@ -96,26 +97,24 @@ class TopicSync:
             topic_filter=s.topic_filter(),
             heartbeats_replication=s.heartbeats_replication,
         )
-        created = 0
-        for topic, remote, partitions in plan.create:
-            config = synced_configs(
-                non_default_configs(self._source_admin, topic), s.config_properties_exclude
-            )
-            if create_topic(
-                self._target_admin,
-                remote,
-                partitions=partitions,
-                replication_factor=s.replication_factor,
-                config=config,
-            ):
-                created += 1
-                log.info("flow %s: created %s on %s with %d partitions", s.name, remote, s.target, partitions)
+        configs = non_default_configs_of(self._source_admin, [topic for topic, _, _ in plan.create])
+        created = create_topics(
+            self._target_admin,
+            [
+                (remote, partitions, synced_configs(configs[topic], s.config_properties_exclude))
+                for topic, remote, partitions in plan.create
+            ],
+            replication_factor=s.replication_factor,
+        )
+        sizes = {remote: partitions for _, remote, partitions in plan.create}
+        for remote in created:
+            log.info("flow %s: created %s on %s with %d partitions", s.name, remote, s.target, sizes[remote])
         for remote, partitions in plan.grow:
             add_partitions(self._target_admin, remote, partitions)
             log.info("flow %s: %s on %s now has %d partitions", s.name, remote, s.target, partitions)
         if plan.create or plan.grow:
             self._wait_until_visible({remote: n for _, remote, n in plan.create} | dict(plan.grow))
-        return SyncResult(created, len(plan.grow))
+        return SyncResult(len(created), len(plan.grow))
 
     def _wait_until_visible(self, wanted: dict[str, int]) -> None:
         """Right after a create, metadata may not list the topic yet; the copy tasks' assignment is
@@ -131,11 +130,12 @@ class TopicSync:
         """Make every remote topic's configs match its source topic's; returns how many entries changed."""
         s = self._settings
         changed = 0
-        for topic, remote in sorted(self._replicated().items()):
+        replicated = sorted(self._replicated().items())
+        source_configs = non_default_configs_of(self._source_admin, [topic for topic, _ in replicated])
+        target_configs = non_default_configs_of(self._target_admin, [remote for _, remote in replicated])
+        for topic, remote in replicated:
             changes = config_changes(
-                non_default_configs(self._source_admin, topic),
-                non_default_configs(self._target_admin, remote),
-                s.config_properties_exclude,
+                source_configs[topic], target_configs[remote], s.config_properties_exclude
             )
             if changes:
                 alter_topic_configs(self._target_admin, remote, changes.set, changes.delete)

@@ -135,9 +135,8 @@ def test_a_frozen_instance_is_fenced_when_another_takes_over_and_exits_when_it_t
         for pid in frozen:
             os.kill(pid, signal.SIGSTOP)
         # The assignment changes under the zombie: more partitions, and more tasks.
-        AdminClient(source_cluster.properties()).create_partitions([NewPartitions(topic, 16)])[topic].result(
-            30
-        )
+        admin = AdminClient(source_cluster.properties())  # kept: a collected client cancels its futures
+        admin.create_partitions([NewPartitions(topic, 16)])[topic].result(30)
         traffic.set_partitions(topic, 16)
         second = MirrorRun(
             write_config(second_dir, source_cluster, target_cluster, [topic], tasks_max=3),

@@ -124,16 +124,16 @@ def _children() -> dict[int, list[int]]:
 
 
 def python_workers(root_pid: int) -> list[int]:
-    """Spark's Python workers under `root_pid`: the processes `pyspark.daemon` forked (a fork keeps
-    its parent's command line, so a worker is a `pyspark.daemon` whose parent is one too)."""
+    """Spark's Python workers under `root_pid`: the processes the daemon forked (a fork keeps its
+    parent's command line, so a worker is a daemon whose parent is one too)."""
     children = _children()
     workers, stack = [], [root_pid]
     while stack:
         pid = stack.pop()
-        parent_is_daemon = b"pyspark.daemon" in _cmdline(pid)
+        parent_is_daemon = b"spark.daemon" in _cmdline(pid)  # pyspark.daemon or mirror.spark.daemon
         for child in children.get(pid, []):
             stack.append(child)
-            if parent_is_daemon and b"pyspark.daemon" in _cmdline(child):
+            if parent_is_daemon and b"spark.daemon" in _cmdline(child):
                 workers.append(child)
     return workers
 
