@@ -198,6 +198,24 @@ def committed_positions(consumer: Consumer, partitions: Iterable[Partition]) -> 
     return {(tp.topic, tp.partition): tp.offset for tp in result if tp.error is None and tp.offset >= 0}
 
 
+def committed_with_metadata(
+    consumer: Consumer, partitions: Iterable[Partition]
+) -> dict[Partition, tuple[int, str]]:
+    """committed_positions, with each offset's metadata string ("" if none)."""
+    request = [TopicPartition(topic, partition) for topic, partition in partitions]
+    if not request:
+        return {}
+    try:
+        result = consumer.committed(request, timeout=TIMEOUT_SECONDS)
+    except KafkaException as exc:
+        raise translate(exc, "reading committed positions") from exc
+    return {
+        (tp.topic, tp.partition): (tp.offset, tp.metadata or "")
+        for tp in result
+        if tp.error is None and tp.offset >= 0
+    }
+
+
 def commit_positions(consumer: Consumer, positions: Mapping[Partition, int]) -> None:
     offsets = [TopicPartition(topic, partition, offset) for (topic, partition), offset in positions.items()]
     if not offsets:

@@ -23,13 +23,22 @@ from mirror.source.ownership import flow_mark_reader, read_flow_mark, stop_if_fl
 log = logging.getLogger(__name__)
 
 STUCK_RENEWALS = 5  # consecutive failed renewals before the producer is replaced
+MARK_READ_SECONDS = 30.0
 
 
 def previous_mark(settings: FlowSettings) -> FlowMark | None:
     """The mark the flow's last owner committed, read before this instance takes the lease."""
     reader = flow_mark_reader(settings)
+    deadline = time.monotonic() + MARK_READ_SECONDS
     try:
-        return read_flow_mark(settings, reader)
+        while True:
+            try:
+                return read_flow_mark(settings, reader)
+            except (RetriableError, AbortableError, KafkaClientError):
+                # A group's coordinator may still be loading (NOT_COORDINATOR) right after start.
+                if time.monotonic() >= deadline:
+                    raise
+            time.sleep(0.5)
     finally:
         reader.close()
 

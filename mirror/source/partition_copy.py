@@ -4,6 +4,7 @@ which of them get an OffsetSync. No Kafka client here; the task feeds it.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,8 @@ class PartitionCopy:
     unsynced: tuple[int, int] | None = None
     # Where the previous transaction's last record landed: a re-created remote topic starts lower.
     last_downstream: int = -1
+    # Seen re-created while the task ran: its stored position describes the deleted topic.
+    recreated: bool = False
     truncated: int = 0
 
     def __post_init__(self) -> None:
@@ -67,10 +70,20 @@ class PartitionCopy:
         return self.committed is None or self.position != self.committed
 
     def recreated_remote(self) -> bool:
-        """True if this transaction's first record landed below the previous one's last: the remote
-        partition was deleted and re-created while the task ran (or truncated by hand)."""
-        first = next((offset for offset in self.downstream if offset >= 0), -1)
-        return 0 <= first <= self.last_downstream
+        """True if this transaction's records did not land in rising offsets after the previous one's:
+        the remote partition was deleted and re-created while the task ran (or truncated by hand).
+        A transaction in flight when the topic went straddles both: its first records landed high
+        in the old topic, the rest from offset 0 in the new one."""
+        landed = [offset for offset in self.downstream if offset >= 0]
+        if not landed:
+            return False
+        if landed[0] <= self.last_downstream:
+            return True
+        if landed[-1] - landed[0] == len(landed) - 1:
+            # Contiguous: the usual case, in O(1). A straddling transaction passes it only if it put
+            # more records into the new topic than the old one ever held; that is caught at the next.
+            return False
+        return any(later <= earlier for earlier, later in itertools.pairwise(landed))
 
     def take_syncs(self) -> list[tuple[int, int]]:
         """(upstream, downstream) pairs to sync for the open transaction's records: MM2's triggers."""
@@ -88,6 +101,11 @@ class PartitionCopy:
         """
         pair, self.unsynced = self.unsynced, None
         return pair
+
+    def downstream_end(self) -> int:
+        """Where the last record of this partition landed on the target, as far as the task knows."""
+        landed = self.downstream[-1] if self.downstream else -1
+        return max(self.last_downstream, landed)
 
     def committed_now(self) -> None:
         """The open transaction committed: its records are on the target for good."""

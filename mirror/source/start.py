@@ -16,7 +16,7 @@ from confluent_kafka.admin import AdminClient
 
 from mirror.config.flow_settings import FlowSettings
 from mirror.errors import KafkaClientError, RemoteTopicDeletedError, SourceTruncatedError
-from mirror.kafka.admin import committed_positions, earliest_offsets
+from mirror.kafka.admin import committed_with_metadata, earliest_offsets, last_stable_offsets
 from mirror.kafka.offsets_store import read_to_end
 from mirror.kafka.partition_reads import holds_no_committed_record, seek, watermarks
 from mirror.kafka.source_offsets import CONNECTOR_NAME, decode_key, decode_value
@@ -34,18 +34,25 @@ def read_positions(
     positions: Consumer,
     source_admin: AdminClient,
     remote: Consumer,
+    target_admin: AdminClient,
     report: Report,
 ) -> None:
     """Set every partition's position from the target; what had none starts at the earliest offset."""
-    committed = committed_positions(positions, [(p.remote_topic, p.partition) for p in parts])
-    missing = [p for p in parts if (p.remote_topic, p.partition) not in committed]
+    committed = committed_with_metadata(positions, [(p.remote_topic, p.partition) for p in parts])
+    recreated = _recreated(parts, committed, target_admin)
+    missing = [p for p in parts if (p.remote_topic, p.partition) not in committed or p in recreated]
     for part in parts:
         found = committed.get((part.remote_topic, part.partition))
-        if found is not None:
-            part.position = part.committed = found
+        if found is not None and part not in recreated:
+            part.position = part.committed = found[0]
     if not missing:
         return
     earliest = earliest_offsets(source_admin, [(p.topic, p.partition) for p in missing])
+    for part in recreated:
+        # Kafka may keep a deleted topic's group offsets for a while; the remote partition's end says.
+        part.recreated, part.last_downstream, part.committed = False, -1, None
+        part.position = _recopy(settings, part, earliest[(part.topic, part.partition)], report)
+    missing = [part for part in missing if part not in recreated]
     stored: dict[tuple[str, int], int] | None = None
     for part in missing:
         low = earliest[(part.topic, part.partition)]
@@ -86,6 +93,29 @@ def _stored_positions(settings: FlowSettings) -> dict[tuple[str, int], int]:
             # Connect stores the last replicated offset; replication resumes after it.
             positions[(source.topic, source.partition)] = offset + 1
     return positions
+
+
+def _recreated(
+    parts: Collection[PartitionCopy],
+    committed: dict[tuple[str, int], tuple[int, str]],
+    target_admin: AdminClient,
+) -> set[PartitionCopy]:
+    """Partitions whose remote partition ends below where the flow's last record for it landed."""
+    landed = {}
+    for part in parts:
+        found = committed.get((part.remote_topic, part.partition))
+        if found is not None and found[1].startswith("d=") and found[1][2:].isdigit():
+            landed[part] = int(found[1][2:])
+    suspects = {part for part, end in landed.items() if end >= 0}
+    ends = (
+        last_stable_offsets(target_admin, [(p.remote_topic, p.partition) for p in suspects])
+        if suspects
+        else {}
+    )
+    found_lower = {
+        part for part in suspects if ends.get((part.remote_topic, part.partition), 0) <= landed[part]
+    }
+    return found_lower | {part for part in parts if part.recreated}
 
 
 def _recopy(settings: FlowSettings, part: PartitionCopy, low: int, report: Report) -> int:

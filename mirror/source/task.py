@@ -194,6 +194,7 @@ class _CopyTask:
             positions=self.positions,
             source_admin=self._source_admin(),
             remote=self._remote_reader(),
+            target_admin=self._target_admin(),
             report=self._report,
         )
         self.source.assign([TopicPartition(p.topic, p.partition, p.position) for p in self.parts])
@@ -315,6 +316,13 @@ class _CopyTask:
         if self._admin is None:
             self._admin = admin_client(self.settings.source_admin)
         return self._admin
+
+    _target: Any = None
+
+    def _target_admin(self) -> Any:
+        if self._target is None:
+            self._target = admin_client(self.settings.target_admin)
+        return self._target
 
     def _remote_reader(self) -> Consumer:
         if self._remote is None:

@@ -62,6 +62,7 @@ def commit_moved(
     for part in touched:
         _raise_delivery_error(settings, part)
         if part.recreated_remote():
+            part.recreated = True
             raise RemoteRecreatedError(f"{part.where()}: {part.remote_topic}-{part.partition} was re-created")
     syncs = _syncs(parts, touched)
     if settings.emit_offset_syncs and settings.offset_syncs_location == "target":
@@ -81,7 +82,14 @@ def _write_positions(
 ) -> None:
     """The moved positions, in Connect's offsets topic and the positions group; then the commit."""
     producer, where = writers.producer, f"flow {settings.name}"
-    positions = [TopicPartition(part.remote_topic, part.partition, part.position) for part in moved]
+    # The metadata keeps where the partition's last record landed: a task that opens later can tell
+    # a remote topic re-created since (it ends below that) even if Kafka kept the group's offsets.
+    positions = [
+        TopicPartition(
+            part.remote_topic, part.partition, part.position, metadata=f"d={part.downstream_end()}"
+        )
+        for part in moved
+    ]
     for part in moved:
         if part.position > 0:
             # Connect stores the last replicated offset; MM2 resumes at offset + 1 = position.

@@ -122,6 +122,9 @@ def test_a_target_frozen_longer_than_the_transaction_timeout_loses_and_duplicate
             os.kill(target_cluster.pid, signal.SIGCONT)
         produced = traffic.stop()
         wait_until_caught_up(source_cluster, target_cluster, [topic], run, timeout=400)
+        # Copy tasks catch up within seconds: wait for the next progress line, which must no longer
+        # say B is silent.
+        assert_eventually(lambda: _assert_answering_again(run), timeout=60, interval=1)
         exit_code = run.stop()
     finally:
         os.kill(target_cluster.pid, signal.SIGCONT)
@@ -191,6 +194,11 @@ def _beats(cluster: KafkaCluster, topic: str, *, since: float, until: float | No
     finally:
         tail.close()
     return [b for b in beats if since * 1000 <= b.timestamp_ms <= (until or time.time() + 60) * 1000]
+
+
+def _assert_answering_again(run: MirrorRun) -> None:
+    progress = [line for line in run.output().splitlines() if "records/s" in line]
+    assert progress and "not answering" not in progress[-1], progress[-1:]
 
 
 def _assert_silent_for(run: MirrorRun, seconds: float) -> None:

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from mirror.kafka.flow_mark import FlowMark
 from mirror.source.assignment import Assignment, assign, moved
+from mirror.source.partition_copy import PartitionCopy
 
 partitions_strategy = st.sets(
     st.tuples(st.sampled_from(["a", "b", "orders", "x.y"]), st.integers(0, 40)), max_size=120
@@ -81,3 +82,14 @@ def test_the_flow_mark_round_trips_and_reads_the_legacy_bare_instance_id() -> No
     assert FlowMark.decode(mark.encode()) == mark
     assert FlowMark.decode("0123456789abcdef") == FlowMark("0123456789abcdef", legacy=True)
     assert FlowMark.decode("") is None
+
+
+def test_a_transaction_straddling_a_remote_topic_re_creation_is_recognised() -> None:
+    part = PartitionCopy("A->B", "t", 0, "A.t", 100)
+    part.last_downstream = 2499
+    part.downstream = [2500, 2501, 2502]
+    assert not part.recreated_remote()
+    part.downstream = [2500, 2501, 0, 1, 2]  # the first records went to the old topic
+    assert part.recreated_remote()
+    part.downstream = [0, 1]  # all of them to the new one
+    assert part.recreated_remote()
