@@ -100,7 +100,6 @@ class CopyEpochReader(DataSourceStreamReader):
                     index=index,
                     generation=assignment.generation,
                     partitions=owned,
-                    new=tuple(p for p in owned if p in published.new),
                     deadline=deadline,
                     stats_address=self._stats_address,
                     stop_file=str(self._stop_file),

@@ -30,7 +30,6 @@ def read_positions(
     settings: FlowSettings,
     parts: Collection[PartitionCopy],
     *,
-    new: Collection[tuple[str, int]],
     positions: Consumer,
     source_admin: AdminClient,
     remote: Consumer,
@@ -58,16 +57,15 @@ def read_positions(
         low = earliest[(part.topic, part.partition)]
         had_position = part.committed is not None
         part.committed = None  # so the task's first commit records where it starts
-        if not had_position and (part.topic, part.partition) in new:
-            part.position = low
-            continue
         if stored is None:
-            # Rare (a task killed before its first commit, a remote topic deleted, the group
-            # deleted by hand), so reading Connect's offsets topic here is affordable.
+            # Only when positions are missing (a flow's first start, partitions added, a remote
+            # topic deleted, a task killed before its first commit), so reading it is affordable.
+            # It tells a partition never copied from one whose remote copy is gone.
             stored = _stored_positions(settings)
-        copied_before = had_position or (part.topic, part.partition) in stored
-        if holds_no_committed_record(remote, part.remote_topic, part.partition, where=part.where()):
-            part.position = _recopy(settings, part, low, report) if copied_before else low
+        if not had_position and (part.topic, part.partition) not in stored:
+            part.position = low  # never copied: a new partition, or a flow's first start
+        elif holds_no_committed_record(remote, part.remote_topic, part.partition, where=part.where()):
+            part.position = _recopy(settings, part, low, report)
         elif (part.topic, part.partition) in stored:
             part.position = stored[(part.topic, part.partition)]
             log.warning("%s: position taken from %s: %d", part.where(), settings.offsets_topic, part.position)

@@ -60,7 +60,6 @@ class CopyTaskSpec:
     index: int
     generation: int
     partitions: tuple[tuple[str, int], ...]
-    new: tuple[tuple[str, int], ...]  # first assigned in this generation: no position expected
     deadline: float  # time.time() at which the epoch's window ends
     stats_address: tuple[str, int] | None
     # The driver's stop file: a second stop signal where the executor shares the driver's disk
@@ -190,7 +189,6 @@ class _CopyTask:
         read_positions(
             self.settings,
             self.parts,
-            new=set(self.spec.new),
             positions=self.positions,
             source_admin=self._source_admin(),
             remote=self._remote_reader(),
