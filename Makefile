@@ -47,7 +47,7 @@ $(VENV)/.bench: $(BIN)/mirror pyproject.toml
 bench: $(VENV)/.bench jars
 	$(BIN)/python -m bench
 
-## bench-quick: the same with small workloads (under 5 min), for development
+## bench-quick: the same with small workloads (~12 min), for development
 bench-quick: $(VENV)/.bench jars
 	$(BIN)/python -m bench --quick
 

@@ -1,33 +1,16 @@
-"""The checkpoint connector's Spark job: a checkpoint round every interval (mirror.spark.rounds).
-
-checkpoint_rounds runs on an executor, bound with functools.partial to the flow's settings as
-JSON (spark-design.md P3: a module-level function pickles by reference); the round itself is
-mirror.checkpoint.task. The driver gets every round's rows through `on_round`.
-"""
+"""The checkpoint connector's Spark job: a checkpoint round (mirror.checkpoint.task) every interval, on
+an executor, through the query the round connectors share (mirror.spark.rounds). Driver only."""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterator
 from pathlib import Path
 
-import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from mirror.checkpoint.task import CheckpointRow, run_checkpoint_round
 from mirror.config.flow_settings import FlowSettings
-from mirror.spark.rounds import RoundHandler, row_schemas, start_round_query
-
-CHECKPOINT_ARROW, CHECKPOINT_DDL = row_schemas(CheckpointRow)
-
-
-def checkpoint_rounds(settings_json: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    settings = FlowSettings.from_json(settings_json)
-    for batch in batches:
-        for _ in range(batch.num_rows):
-            rows = [dataclasses.asdict(row) for row in run_checkpoint_round(settings)]
-            yield pa.RecordBatch.from_pylist(rows, schema=CHECKPOINT_ARROW)
+from mirror.spark.rounds import RoundHandler, start_round_query
 
 
 def start_checkpoint_query(
@@ -39,13 +22,12 @@ def start_checkpoint_query(
     stop_file: Path,
     on_round: RoundHandler,
 ) -> StreamingQuery:
-    """Start the flow's checkpoint query: a round every `interval_seconds`. Driver only."""
     return start_round_query(
         spark,
         settings,
         component="checkpoint",
-        work=checkpoint_rounds,
-        ddl=CHECKPOINT_DDL,
+        round_=run_checkpoint_round,
+        row_type=CheckpointRow,
         interval_seconds=interval_seconds,
         checkpoint_dir=checkpoint_dir,
         stop_file=stop_file,

@@ -188,14 +188,9 @@ def committed_positions(consumer: Consumer, partitions: Iterable[Partition]) -> 
     The consumer must be read_committed: then the broker answers only once no transactional
     commit of these offsets is pending (KIP-447 require_stable).
     """
-    request = [TopicPartition(topic, partition) for topic, partition in partitions]
-    if not request:
-        return {}
-    try:
-        result = consumer.committed(request, timeout=TIMEOUT_SECONDS)
-    except KafkaException as exc:
-        raise translate(exc, "reading committed positions") from exc
-    return {(tp.topic, tp.partition): tp.offset for tp in result if tp.error is None and tp.offset >= 0}
+    return {
+        partition: offset for partition, (offset, _) in committed_with_metadata(consumer, partitions).items()
+    }
 
 
 def committed_with_metadata(

@@ -376,6 +376,8 @@ class Supervisor:
             flow.stop_file.touch()
             try:
                 flow.connector.stop_tasks()
+            except FlowTakenOverError:
+                pass  # the new owner's generation ends this instance's tasks; its line says so
             except MirrorError as exc:
                 log.warning("flow %s: could not tell the copy tasks to stop: %s", flow.settings.name, exc)
         deadline = time.monotonic() + DRAIN_SECONDS

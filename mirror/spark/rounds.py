@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +22,8 @@ from pyspark.sql.streaming.query import StreamingQuery
 from mirror.config.flow_settings import FlowSettings
 
 RoundHandler = Callable[[FlowSettings, list[dict[str, Any]]], None]
-# Runs on an executor: (FlowSettings as JSON, tick batches) -> one batch of round rows per tick.
-RoundWork = Callable[[str, Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+# A connector's round, on an executor: the flow's settings -> the round's rows (dataclasses).
+Round = Callable[[FlowSettings], Iterable[Any]]
 
 _ARROW_TYPES: dict[str, tuple[pa.DataType, str]] = {
     "str": (pa.string(), "STRING"),
@@ -40,24 +40,38 @@ def row_schemas(row_type: type) -> tuple[pa.Schema, str]:
     return arrow, ", ".join(f"`{name}` {types[1]}" for name, types in fields)
 
 
+def run_rounds(
+    round_: Round, row_type: type, settings_json: str, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """Executor side: one round per tick, its rows as one Arrow batch."""
+    settings = FlowSettings.from_json(settings_json)
+    schema, _ = row_schemas(row_type)
+    for batch in batches:
+        for _ in range(batch.num_rows):
+            rows = [dataclasses.asdict(row) for row in round_(settings)]
+            yield pa.RecordBatch.from_pylist(rows, schema=schema)
+
+
 def start_round_query(
     spark: SparkSession,
     settings: FlowSettings,
     *,
     component: str,
-    work: RoundWork,
-    ddl: str,
+    round_: Round,
+    row_type: type,
     interval_seconds: float,
     checkpoint_dir: Path,
     stop_file: Path,
     on_round: RoundHandler,
 ) -> StreamingQuery:
-    """Start the `component` query of a flow: `work` runs a round every interval, its rows `ddl`.
+    """Start the `component` query of a flow: `round_` runs every interval; its rows are `row_type`s.
 
-    `work` must be a module-level function: the partial bound to it is pickled by reference.
+    `round_` and `row_type` must be module-level: the partial bound to them pickles them by
+    reference, not by value with copies of their module's globals (spark-design.md P3).
     """
     ticks = spark.readStream.format("mirror_ticks").option("stop_file", str(stop_file)).load()
-    rows = ticks.mapInArrow(functools.partial(work, settings.to_json()), ddl)
+    _, ddl = row_schemas(row_type)
+    rows = ticks.mapInArrow(functools.partial(run_rounds, round_, row_type, settings.to_json()), ddl)
 
     def collect(batch: DataFrame, _batch_id: int) -> None:
         on_round(settings, [row.asDict() for row in batch.collect()])

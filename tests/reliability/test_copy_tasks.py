@@ -30,6 +30,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.reliability
 
 KILLS = 6
 TOPICS, PARTITIONS = 4, 60  # 240 source partitions, every one receiving records throughout
+KEEP = {"retention.ms": "-1"}
 
 
 def _seed() -> int:
@@ -50,7 +51,9 @@ def test_sigkills_at_random_moments_with_hundreds_of_partitions_lose_and_duplica
     rng = random.Random(seed)
     topics = [unique_name(request, f"many{i}-") for i in range(TOPICS)]
     for topic in topics:
-        create_topic(source_cluster.bootstrap_servers, topic, partitions=PARTITIONS)
+        # Traffic's records carry 2023 timestamps: with the default retention, the broker would
+        # delete them minutes into the test (and mirror would rightly report them truncated).
+        create_topic(source_cluster.bootstrap_servers, topic, partitions=PARTITIONS, config=KEEP)
     # A backlog with aborted source transactions and ~900 KB records, then steady traffic into
     # every partition.
     produce_mixed(source_cluster, topics[0], 20_000, PARTITIONS, seed=seed, aborted_every=4)
@@ -118,7 +121,7 @@ def test_a_frozen_instance_is_fenced_when_another_takes_over_and_exits_when_it_t
     """A real zombie: frozen with open transactions; meanwhile partitions are added and another
     instance with another tasks_max takes the flow over and copies; then the zombie thaws."""
     topic = unique_name(request, "zombie-")
-    create_topic(source_cluster.bootstrap_servers, topic, partitions=12)
+    create_topic(source_cluster.bootstrap_servers, topic, partitions=12, config=KEEP)
     produce_mixed(source_cluster, topic, 5000, 12, seed=31)
     traffic = Traffic(source_cluster, {topic: 12}, per_second=1000).start()
     first_dir, second_dir = tmp_path / "first", tmp_path / "second"
@@ -188,7 +191,7 @@ def test_a_signal_to_the_whole_process_group_stops_cleanly_within_15_seconds(
     """What systemd's default stop (SIGTERM) and Ctrl-C in a terminal (SIGINT) do: every process of
     the group gets it, the Spark JVM included."""
     topic = unique_name(request, "group-stop-")
-    create_topic(source_cluster.bootstrap_servers, topic, partitions=8)
+    create_topic(source_cluster.bootstrap_servers, topic, partitions=8, config=KEEP)
     produce_mixed(source_cluster, topic, 5000, 8, seed=41)
     traffic = Traffic(source_cluster, {topic: 8}, per_second=1000).start()
     config = write_config(tmp_path, source_cluster, target_cluster, [topic])
