@@ -22,7 +22,7 @@ from mirror.kafka.fencing import fence_transactional_ids
 from mirror.kafka.flow_mark import FlowMark
 from mirror.source.assignment import Assignment, SourcePartition, assign, moved
 from mirror.source.job import PublishedAssignment
-from mirror.source.lease import FlowLease, previous_mark
+from mirror.source.lease import FlowLease
 from mirror.source.positions import reconcile_positions
 from mirror.topics.sync import TopicSync
 
@@ -44,11 +44,11 @@ class SourceConnector:
         """Take the flow from whoever had it, fence their tasks, then publish the first assignment."""
         settings = self._settings
         replicated = self._topic_sync.replicated_partitions()
-        previous = previous_mark(settings)
+        self.lease = FlowLease(settings)
+        previous = self.lease.take()
         task_ids = max(previous.task_ids if previous else 0, settings.tasks_max)
         generation = (previous.generation if previous else 0) + 1
-        self.lease = FlowLease(settings, FlowMark(settings.instance_id, generation, task_ids))
-        self.lease.acquire()
+        self.lease.acquire(FlowMark(settings.instance_id, generation, task_ids))
         # A mirror from before copy tasks wrote per-partition transactions; end those too.
         legacy = replicated if previous is not None and previous.legacy else []
         self._fence(legacy)

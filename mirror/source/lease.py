@@ -26,28 +26,13 @@ STUCK_RENEWALS = 5  # consecutive failed renewals before the producer is replace
 MARK_READ_SECONDS = 30.0
 
 
-def previous_mark(settings: FlowSettings) -> FlowMark | None:
-    """The mark the flow's last owner committed, read before this instance takes the lease."""
-    reader = flow_mark_reader(settings)
-    deadline = time.monotonic() + MARK_READ_SECONDS
-    try:
-        while True:
-            try:
-                return read_flow_mark(settings, reader)
-            except (RetriableError, AbortableError, KafkaClientError):
-                # A group's coordinator may still be loading (NOT_COORDINATOR) right after start.
-                if time.monotonic() >= deadline:
-                    raise
-            time.sleep(0.5)
-    finally:
-        reader.close()
-
-
 class FlowLease:
-    def __init__(self, settings: FlowSettings, mark: FlowMark) -> None:
+    """The flow's lease: take() fences the previous owner and reads its mark; acquire() records ours."""
+
+    def __init__(self, settings: FlowSettings) -> None:
         self._settings = settings
         # What every renewal commits: owner, copy generation, task ids, stopping (mirror.kafka.flow_mark).
-        self.mark = mark
+        self.mark = FlowMark(settings.instance_id, 0, 0)
         self._lock = threading.Lock()
         self._producer = self._new_producer()
         self._group = consumer({**settings.target_consumer, "group.id": settings.lease_group()})
@@ -58,11 +43,30 @@ class FlowLease:
         self._needs_init = False
         self._failures = 0
 
-    def acquire(self) -> None:
+    def take(self) -> FlowMark | None:
+        """Fence the lease's previous holder, then return the mark it committed last (None if none).
+
+        Fencing first: an instance killed while renewing left a transaction open on the lease
+        group, and a read_committed read of the mark waits for it (UNSTABLE_OFFSET_COMMIT) until it
+        times out; initialising the lease's transactional id aborts it at once.
+        """
         try:
             self._producer.init_transactions(60)
         except KafkaException as exc:
             raise translate(exc, f"flow {self._settings.name}: taking the flow's lease") from exc
+        deadline = time.monotonic() + MARK_READ_SECONDS
+        while True:
+            try:
+                return read_flow_mark(self._settings, self._owner_reader)
+            except (RetriableError, AbortableError, KafkaClientError):
+                # A group's coordinator may still be loading (NOT_COORDINATOR) right after start.
+                if time.monotonic() >= deadline:
+                    raise
+            time.sleep(0.5)
+
+    def acquire(self, mark: FlowMark) -> None:
+        """Record this instance as the flow's owner with `mark`; after take()."""
+        self.mark = mark
         # Record the new owner before any task runs, so fenced tasks of the old one stop.
         try:
             self._commit_mark()

@@ -8,10 +8,12 @@ import socket
 import sys
 from importlib import resources
 
+from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
 from mirror.config.models import SparkConfig
 from mirror.source.job import MirrorCopySource
+from mirror.spark.gateway import start_gateway
 from mirror.spark.jvm import driver_java_options, spark_home_without_zip
 from mirror.spark.signals import start_ignoring_sigterm
 from mirror.spark.ticks import TickSource
@@ -59,28 +61,26 @@ def build_session(config: SparkConfig, *, copy_tasks: int = 0, flows: int = 1) -
         if home is not None:
             os.environ["SPARK_HOME"] = str(home)
     log4j = resources.files("mirror.spark") / "log4j2.properties"
-    builder = (
-        SparkSession.builder.master(local_master(config.master, copy_tasks=copy_tasks, flows=flows))
-        .appName(config.app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.python.worker.reuse", "true")
-        .config("spark.python.daemon.module", "mirror.spark.daemon")
+    options = {
+        "spark.master": local_master(config.master, copy_tasks=copy_tasks, flows=flows),
+        "spark.app.name": config.app_name,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.python.worker.reuse": "true",
+        "spark.python.daemon.module": "mirror.spark.daemon",
         # Fair shares between the per-component pools the supervisor assigns (source, checkpoint,
         # heartbeat), so small rounds are not queued behind a large copy batch.
-        .config("spark.scheduler.mode", "FAIR")
-        .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j}")
+        "spark.scheduler.mode": "FAIR",
+        "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile={log4j}",
+    }
+    options.update(config.conf)
+    options["spark.driver.extraJavaOptions"] = driver_java_options(
+        f"-Dlog4j2.configurationFile={log4j} {config.conf.get('spark.driver.extraJavaOptions', '')}"
     )
-    for key, value in config.conf.items():
-        if key != "spark.driver.extraJavaOptions":
-            builder = builder.config(key, value)
-    user_options = config.conf.get("spark.driver.extraJavaOptions", "")
-    builder = builder.config(
-        "spark.driver.extraJavaOptions",
-        driver_java_options(f"-Dlog4j2.configurationFile={log4j} {user_options}"),
-    )
-    spark = start_ignoring_sigterm(builder.getOrCreate)
+    conf = SparkConf().setAll(list(options.items()))
+    start_ignoring_sigterm(lambda: start_gateway(conf))
+    spark = SparkSession.builder.config(conf=conf).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(MirrorCopySource)
     spark.dataSource.register(TickSource)
