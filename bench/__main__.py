@@ -55,7 +55,7 @@ def _run_ceiling(clusters: Clusters, mode: workloads.Mode, work: Path) -> dict[s
         _delete_topics(clusters.target, [f"ceiling-{workload.name}"])
     # The perf tools take one topic each, so there is no ceiling for the many-partitions workload.
     _say("ceiling: steady latency, one hop (source to its own consumer)")
-    setup = steady.prepare_steady(clusters, "ceiling")
+    setup = steady.prepare_steady(clusters, "ceiling", mode.steady)
     row.update(
         steady.steady_and_translation(
             None, None, clusters, mode.steady, setup, checkpoint_seconds=mode.checkpoint_seconds
@@ -70,7 +70,7 @@ def _run_contender(name: str, clusters: Clusters, mode: workloads.Mode, work: Pa
     contender = next(c for c in CONTENDERS if c.name == name)
     row: dict[str, Any] = {"name": name, "label": contender.label, "catch_up": {}}
     for index, workload in enumerate(mode.catch_up):
-        setup = steady.prepare_steady(clusters, name) if index == 0 else None
+        setup = steady.prepare_steady(clusters, name, mode.steady) if index == 0 else None
         topics = [workload.topic_set.pattern, *([setup.topics.pattern] if setup else [])]
         _say(f"{contender.label}: catch-up {workload.records:,} x {workload.value_bytes} B")
         running = measure.launch(
@@ -91,6 +91,8 @@ def _run_contender(name: str, clusters: Clusters, mode: workloads.Mode, work: Pa
                 row.update(_steady(running, contender, clusters, mode, setup))
         finally:
             running.stop()
+            if setup is not None:
+                setup.producer.close()
         _delete_topics(clusters.target, [contender.remote_topic(workload.topic)])
     _run_many(contender, clusters, mode, work, row)
     return row
@@ -110,7 +112,7 @@ def _run_many(
     _say(
         f"{contender.label}: creating {steady_topics.total:,} partitions for the many-partitions steady load"
     )
-    setup = steady.prepare(clusters.source, steady_topics)
+    setup = steady.prepare(clusters, steady_topics, load)
     _say(
         f"{contender.label}: catch-up {workload.records:,} x {workload.value_bytes} B over "
         f"{layout.topics} topics x {layout.partitions} partitions"
@@ -139,6 +141,7 @@ def _run_many(
             _say(f"  latency {row.get('latency_many', row.get('latency_many_error'))}")
     finally:
         running.stop()
+        setup.producer.close()
     _delete_topics(
         clusters.target, [contender.remote_topic(t) for t in [*layout.names, *steady_topics.names]]
     )

@@ -2,10 +2,14 @@
 
     python -m bench.profile_copy --records 1000000 --exactly-once
     python -m bench.profile_copy --records 1000000 --no-exactly-once --top 40
+    python -m bench.profile_copy --steady-many --top 40
+
 
 Starts two local clusters, seeds one workload, runs `mirror run` under `py-spy record --subprocesses`
-until the target holds every record, and prints the functions with the most samples (self and
-total) across all Python processes of the run. The raw stacks stay in the work directory.
+until the target holds every record (with --steady-many: over the full mode's 1,000-partition
+steady load, 2,000 records/s for 60 s, whose latency it prints too), and prints the functions
+with the most samples (self and total) across all Python processes of the run. The raw stacks
+stay in the work directory.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from confluent_kafka.admin import AdminClient
 
 from bench.contenders import Contender, start_clusters
 from bench.measure import ContenderFailedError, ends_of, launch, wait_for
-from bench.workloads import PARTITIONS, CatchUp, seed
+from bench.steady import latency, prepare
+from bench.workloads import FULL, PARTITIONS, CatchUp, seed
 
 
 def _top(raw: Path, count: int) -> str:
@@ -48,6 +53,43 @@ def _top(raw: Path, count: int) -> str:
     return "\n".join(lines)
 
 
+def _spy(pid: int, raw: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        ["py-spy", "record", "--subprocesses", "--nonblocking", "-r", "50", "-f", "raw",
+         "-o", str(raw), "--pid", str(pid)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def _profile_steady_many(top: int, exactly_once: bool) -> int:
+    """The full mode's 1,000-partition steady load, profiled from its first paced record on."""
+    work = Path(tempfile.mkdtemp(prefix="mirror-profile-"))
+    brokers, clusters = start_clusters(work)
+    load = FULL.many.steady
+    name = "mirror-eos" if exactly_once else "mirror-alo"
+    try:
+        setup = prepare(clusters, FULL.many.steady_topics(name), load)
+        contender = Contender(name, "mirror", exactly_once)
+        running = launch(contender, clusters, [setup.topics.pattern], work / "run", checkpoint_seconds=5)
+        raw = work / "stacks.txt"
+        spy = _spy(running.process.pid, raw)
+        try:
+            print(latency(running, contender, clusters, load, setup))
+        except ContenderFailedError as exc:
+            print(f"mirror run failed: {exc}")
+            return 1
+        finally:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(60)
+            running.stop()
+    finally:
+        for broker in brokers:
+            broker.stop()
+    print(_top(raw, top))
+    print(f"raw stacks: {raw}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.profile_copy",
@@ -58,7 +100,12 @@ def main() -> int:
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--exactly-once", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument(
+        "--steady-many", action="store_true", help="profile the 1,000-partition steady load instead"
+    )
     args = parser.parse_args()
+    if args.steady_many:
+        return _profile_steady_many(args.top, args.exactly_once)
 
     work = Path(tempfile.mkdtemp(prefix="mirror-profile-"))
     brokers, clusters = start_clusters(work)
@@ -69,11 +116,7 @@ def main() -> int:
         contender = Contender(name, "mirror", args.exactly_once)
         running = launch(contender, clusters, [workload.topic], work / "run", checkpoint_seconds=5)
         raw = work / "stacks.txt"
-        spy = subprocess.Popen(
-            ["py-spy", "record", "--subprocesses", "--nonblocking", "-r", "50", "-f", "raw",
-             "-o", str(raw), "--pid", str(running.process.pid)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        spy = _spy(running.process.pid, raw)
         admin = AdminClient({"bootstrap.servers": clusters.target})
         remote = contender.remote_topic(workload.topic)
         wanted = args.records - PARTITIONS  # markers aside, the ends pass this only near the end

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import statistics
+import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
@@ -37,13 +40,55 @@ class SteadySetup:
 
     topics: TopicSet
     # It has its producer id and every topic's metadata by now, so neither delays the first records.
-    producer: Producer
+    producer: PacedProducer
     group: str | None = None
 
 
-def prepare(bootstrap: str, topics: TopicSet, group: str | None = None) -> SteadySetup:
+class PacedProducer:
+    """bench/PacedProducer.java, started and warmed up now, producing when run() says go."""
+
+    def __init__(self, libs: Path, bootstrap: str, topics: TopicSet, steady: Steady) -> None:
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
+        self._process = subprocess.Popen(
+            ["java", "-cp", f"{libs}/*", str(Path(__file__).with_name("PacedProducer.java")), bootstrap,
+             str(steady.rate), str(steady.seconds), str(topics.partitions), *topics.names],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True,
+        )  # fmt: skip
+        self._expect("ready", START_TIMEOUT_SECONDS)
+
+    def run(self, steady: Steady) -> None:
+        """Produce the steady load; returns once every record is acknowledged."""
+        assert self._process.stdin is not None  # noqa: S101 - a pipe
+        self._process.stdin.write("go\n")
+        self._process.stdin.flush()
+        self._expect(f"sent {steady.records}", steady.seconds + 120)
+        self._process.wait(30)
+
+    def close(self) -> None:
+        if self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+        self._log.close()
+
+    def _expect(self, line: str, timeout: float) -> None:
+        # A watchdog, so a producer that hangs ends the wait rather than the bench.
+        timer = threading.Timer(timeout, self._process.kill)
+        timer.start()
+        try:
+            assert self._process.stdout is not None  # noqa: S101 - a pipe
+            got = self._process.stdout.readline().strip()
+        finally:
+            timer.cancel()
+        if got != line:
+            self._log.seek(0)
+            output = self._log.read().decode(errors="replace")[-2000:]
+            raise RuntimeError(f"the paced producer said {got!r}, not {line!r}: {output}")
+
+
+def prepare(clusters: Clusters, topics: TopicSet, steady: Steady, group: str | None = None) -> SteadySetup:
     """Create the topics and warm them up; with a group, it consumes and commits the warm-up records
-    so the group exists from the start."""
+    so the group exists from the start. The paced producer starts now, ready before the contender."""
+    bootstrap = clusters.source
     create_topics(bootstrap, topics)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1, "enable.idempotence": True})
     for topic in topics.names:
@@ -52,12 +97,12 @@ def prepare(bootstrap: str, topics: TopicSet, group: str | None = None) -> Stead
     producer.flush(30)
     if group is not None:
         translation.consume_to_end_and_commit(bootstrap, topics.names[0], group)
-    return SteadySetup(topics, producer, group)
+    return SteadySetup(topics, PacedProducer(clusters.libs, bootstrap, topics, steady), group)
 
 
-def prepare_steady(clusters: Clusters, name: str) -> SteadySetup:
+def prepare_steady(clusters: Clusters, name: str, steady: Steady) -> SteadySetup:
     """The 8-partition steady load of contender `name` (or the ceiling): topic `steady-<name>`."""
-    return prepare(clusters.source, TopicSet(f"steady-{name}"), f"bench-group-{name}")
+    return prepare(clusters, TopicSet(f"steady-{name}"), steady, f"bench-group-{name}")
 
 
 class _LatencyReader(threading.Thread):
@@ -127,23 +172,6 @@ class _LatencyReader(threading.Thread):
         self.join()
 
 
-def _paced_produce(producer: Producer, topics: TopicSet, steady: Steady) -> None:
-    """`steady.rate` records/s in 10 ms slices, round-robin over every partition of `topics`; the
-    record timestamp is the moment of produce()."""
-    per_slice = steady.rate / 100
-    started = time.monotonic()
-    sent = 0
-    for slice_index in range(steady.seconds * 100):
-        due = int(per_slice * (slice_index + 1))
-        while sent < due:
-            topic, partition = topics.place(sent)
-            producer.produce(topic, b"%d" % sent, key=b"%d" % sent, partition=partition)
-            sent += 1
-        producer.poll(0)
-        time.sleep(max(0.0, started + (slice_index + 1) / 100 - time.monotonic()))
-    producer.flush(60)
-
-
 def latency(
     running: Running | None,
     contender: Contender | None,
@@ -173,7 +201,7 @@ def latency(
             alive,
         )
         window_start = time.monotonic()
-        _paced_produce(setup.producer, topics, steady)
+        setup.producer.run(steady)
         produced_at, produced_ms = time.monotonic(), time.time() * 1000
         with contextlib.suppress(ContenderFailedError):
             wait_for(
@@ -185,6 +213,7 @@ def latency(
         window_end = time.monotonic()
     finally:
         reader.stop()
+        setup.producer.close()
     latencies = sorted(reader.latencies_ms)
     deadline_ms = produced_ms + steady.wait_seconds * 1000
     delivered = sum(1 for arrived in reader.first_arrival_ms.values() if arrived <= deadline_ms)

@@ -2,7 +2,11 @@
 
 Same shape as the source query: the work runs on an executor inside mapInArrow (bound with
 functools.partial to a module-level function, spark-design.md P3), and foreachBatch hands the
-round's rows to the driver for metrics. The trigger interval is the component's interval.
+rounds' rows to the driver for metrics. A micro-batch costs the driver and an executor about a
+fifth of a CPU second (planning, the offset and commit logs, foreachBatch through py4j); one a
+second for MM2's default heartbeat interval was a tenth of this 2-core machine while idle. So a
+short interval runs several rounds, one interval apart, in one micro-batch of at least
+MIN_BATCH_SECONDS: the rounds keep their interval, the driver hears of them a few seconds later.
 Each connector brings its executor function and output schema (mirror.checkpoint.job,
 mirror.heartbeat.job); nothing here knows what a round does.
 """
@@ -11,6 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +26,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from mirror.config.flow_settings import FlowSettings
+
+# The shortest micro-batch a round query runs (see above).
+MIN_BATCH_SECONDS = 10.0
 
 RoundHandler = Callable[[FlowSettings, list[dict[str, Any]]], None]
 # A connector's round, on an executor: the flow's settings -> the round's rows (dataclasses).
@@ -40,16 +49,34 @@ def row_schemas(row_type: type) -> tuple[pa.Schema, str]:
     return arrow, ", ".join(f"`{name}` {types[1]}" for name, types in fields)
 
 
+def rounds_per_batch(interval_seconds: float) -> int:
+    """How many rounds one micro-batch runs: enough to last MIN_BATCH_SECONDS, at least one."""
+    return max(1, math.floor(MIN_BATCH_SECONDS / interval_seconds))
+
+
 def run_rounds(
-    round_: Round, row_type: type, settings_json: str, batches: Iterator[pa.RecordBatch]
+    round_: Round,
+    row_type: type,
+    settings_json: str,
+    schedule: tuple[int, float, str],
+    batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
-    """Executor side: one round per tick, its rows as one Arrow batch."""
+    """Executor side: per tick, `rounds` rounds `interval` seconds apart (fewer once the stop file
+    exists), each round's rows as one Arrow batch. `schedule` is (rounds, interval, stop file)."""
     settings = FlowSettings.from_json(settings_json)
     schema, _ = row_schemas(row_type)
+    rounds, interval, stop_file = schedule
+    stopping = Path(stop_file)
     for batch in batches:
         for _ in range(batch.num_rows):
-            rows = [dataclasses.asdict(row) for row in round_(settings)]
-            yield pa.RecordBatch.from_pylist(rows, schema=schema)
+            started = time.monotonic()
+            for index in range(rounds):
+                if index:
+                    time.sleep(max(0.0, started + index * interval - time.monotonic()))
+                    if stopping.exists():
+                        break
+                rows = [dataclasses.asdict(row) for row in round_(settings)]
+                yield pa.RecordBatch.from_pylist(rows, schema=schema)
 
 
 def start_round_query(
@@ -71,7 +98,11 @@ def start_round_query(
     """
     ticks = spark.readStream.format("mirror_ticks").option("stop_file", str(stop_file)).load()
     _, ddl = row_schemas(row_type)
-    rows = ticks.mapInArrow(functools.partial(run_rounds, round_, row_type, settings.to_json()), ddl)
+    rounds = rounds_per_batch(interval_seconds)
+    schedule = (rounds, interval_seconds, str(stop_file))
+    rows = ticks.mapInArrow(
+        functools.partial(run_rounds, round_, row_type, settings.to_json(), schedule), ddl
+    )
 
     def collect(batch: DataFrame, _batch_id: int) -> None:
         on_round(settings, [row.asDict() for row in batch.collect()])
@@ -80,6 +111,6 @@ def start_round_query(
         rows.writeStream.queryName(f"mirror-{component}-{settings.source}-{settings.target}")
         .option("checkpointLocation", str(checkpoint_dir))
         .foreachBatch(collect)
-        .trigger(processingTime=f"{interval_seconds:g} seconds")
+        .trigger(processingTime=f"{interval_seconds * rounds:g} seconds")
         .start()
     )

@@ -1,0 +1,68 @@
+// The steady loads' paced producer, run with Java's single-file launcher on the Kafka jars:
+//
+//   java -cp '<kafka libs>/*' bench/PacedProducer.java BOOTSTRAP RATE SECONDS PARTITIONS TOPIC...
+//
+// Why Java: librdkafka sends one ProduceRequest per partition, so a Python producer spreading
+// 2,000 records/s over 1,000 partitions makes ~2,000 requests/s and, on this 2-core machine, was
+// itself seconds behind (p99 28 s with no replicator at all). Kafka's own producer sends one
+// request per broker for all partitions, as the producers of most MM2 users do.
+//
+// Record i goes to partition i mod (TOPICS x PARTITIONS) round-robin (bench.workloads.TopicSet
+// place()), key and value both the decimal i, timestamp the moment of send(): latency is measured
+// from it. It reads every topic's metadata, prints "ready", waits for a line on stdin, produces
+// RATE records/s in 10 ms slices for SECONDS, flushes, and prints "sent N".
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Properties;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+public class PacedProducer {
+    public static void main(String[] args) throws Exception {
+        String bootstrap = args[0];
+        int rate = Integer.parseInt(args[1]);
+        int seconds = Integer.parseInt(args[2]);
+        int partitions = Integer.parseInt(args[3]);
+        List<String> topics = Arrays.asList(args).subList(4, args.length);
+        Properties config = new Properties();
+        config.put("bootstrap.servers", bootstrap);
+        config.put("linger.ms", "1");
+        config.put("acks", "all");
+        config.put("enable.idempotence", "true");
+
+        config.put("key.serializer", ByteArraySerializer.class.getName());
+        config.put("value.serializer", ByteArraySerializer.class.getName());
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(config)) {
+            for (String topic : topics) {
+                producer.partitionsFor(topic);
+            }
+            System.out.println("ready");
+            System.out.flush();
+            new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)).readLine();
+            int total = topics.size() * partitions;
+            double perSlice = rate / 100.0;
+            long started = System.nanoTime();
+            long sent = 0;
+            for (long slice = 0; slice < seconds * 100L; slice++) {
+                long due = (long) (perSlice * (slice + 1));
+                while (sent < due) {
+                    int place = (int) (sent % total);
+                    byte[] bytes = Long.toString(sent).getBytes(StandardCharsets.US_ASCII);
+                    producer.send(new ProducerRecord<>(topics.get(place / partitions), place % partitions, bytes, bytes));
+                    sent++;
+                }
+                long sleepNanos = started + (slice + 1) * 10_000_000L - System.nanoTime();
+                if (sleepNanos > 0) {
+                    Thread.sleep(sleepNanos / 1_000_000L, (int) (sleepNanos % 1_000_000L));
+                }
+            }
+            producer.flush();
+            System.out.println("sent " + sent);
+        }
+    }
+}

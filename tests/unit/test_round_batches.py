@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from mirror.config.flow_settings import FlowSettings
+from mirror.spark import rounds
+from mirror.spark.rounds import rounds_per_batch, run_rounds
+
+
+@dataclass
+class Row:
+    n: int
+
+
+def test_short_intervals_run_several_rounds_per_micro_batch_and_long_ones_one() -> None:
+    assert rounds_per_batch(1.0) == 10  # MM2's default heartbeat interval
+    assert rounds_per_batch(3.0) == 3
+    assert rounds_per_batch(60.0) == 1  # MM2's default checkpoint interval
+    assert rounds_per_batch(0.1) == 100
+
+
+def test_rounds_keep_their_interval_and_stop_early_once_the_stop_file_exists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(FlowSettings, "from_json", classmethod(lambda cls, text: None))
+    stop_file = tmp_path / "stop"
+    started: list[float] = []
+
+    def round_(_settings: object) -> list[Row]:
+        started.append(time.monotonic())
+        if len(started) == 3:
+            stop_file.touch()
+        return [Row(len(started))]
+
+    tick = pa.RecordBatch.from_pylist([{"tick": 0}])
+    out = list(run_rounds(round_, Row, "{}", (10, 0.05, str(stop_file)), iter([tick])))
+    assert [batch.to_pylist() for batch in out] == [[{"n": 1}], [{"n": 2}], [{"n": 3}]]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(started)]
+    assert all(gap >= 0.045 for gap in gaps), gaps
+    assert rounds.MIN_BATCH_SECONDS >= 1
