@@ -9,8 +9,8 @@
 //
 // Record i goes to partition i mod (TOPICS x PARTITIONS) round-robin (bench.workloads.TopicSet
 // place()), key and value both the decimal i, timestamp the moment of send(): latency is measured
-// from it. It reads every topic's metadata, prints "ready", waits for a line on stdin, produces
-// RATE records/s in 10 ms slices for SECONDS, flushes, and prints "sent N".
+// from it. It reads every topic's metadata, prints "ready", waits for a line on stdin (and ends at
+// EOF), produces RATE records/s in 10 ms slices for SECONDS, flushes, and prints "sent N".
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -43,7 +43,9 @@ public class PacedProducer {
             }
             System.out.println("ready");
             System.out.flush();
-            new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)).readLine();
+            if (new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)).readLine() == null) {
+                return; // the bench went away before saying go
+            }
             int total = topics.size() * partitions;
             double perSlice = rate / 100.0;
             long started = System.nanoTime();

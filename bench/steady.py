@@ -39,7 +39,7 @@ class SteadySetup:
     so it sees them from the start, with one warm-up record in every partition."""
 
     topics: TopicSet
-    # It has its producer id and every topic's metadata by now, so neither delays the first records.
+    # It has every topic's metadata by now, so that does not delay the first records.
     producer: PacedProducer
     group: str | None = None
 
@@ -76,7 +76,11 @@ class PacedProducer:
         timer.start()
         try:
             assert self._process.stdout is not None  # noqa: S101 - a pipe
-            got = self._process.stdout.readline().strip()
+            # Anything else on stdout (a client log line) is not the protocol's: skip it.
+            got = ""
+            for got in map(str.strip, self._process.stdout):
+                if got.startswith(("ready", "sent ")):
+                    break
         finally:
             timer.cancel()
         if got != line:

@@ -184,5 +184,21 @@ def query_error(settings: FlowSettings, query: StreamingQuery) -> tuple[str, Rep
     match = _MIRROR_ERROR_LINE.search(text)
     if match:
         return match.group(1), ReplicationError(match.group(2).strip())
-    first = next((line.strip() for line in text.splitlines() if line.strip()), text)
-    return "SparkError", ReplicationError(f"flow {settings.name}: replication failed: {first[:300]}")
+    return "SparkError", ReplicationError(
+        f"flow {settings.name}: replication failed: {failure_line(text)[:300]}"
+    )
+
+
+def failure_line(text: str) -> str:
+    """The line of a query's exception text that says what failed.
+
+    A Python worker's failure arrives as Spark's first line ending in "Traceback (most recent call
+    last):", then the frames, indented, then the exception's own line: that one names the problem.
+    """
+    lines = text.splitlines()
+    for index, line in enumerate(lines):
+        if line.rstrip().endswith("Traceback (most recent call last):"):
+            raised = next((later for later in lines[index + 1 :] if later[:1] not in ("", " ", "\t")), None)
+            if raised is not None:
+                return f"a Python worker raised {raised.strip()}"
+    return next((line.strip() for line in lines if line.strip()), text)

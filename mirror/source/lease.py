@@ -68,12 +68,20 @@ class FlowLease:
         """Record this instance as the flow's owner with `mark`; after take()."""
         self.mark = mark
         # Record the new owner before any task runs, so fenced tasks of the old one stop.
+        doing = f"flow {self._settings.name}: recording this instance as the flow's owner"
         try:
             self._commit_mark()
         except KafkaException as exc:
-            raise translate(
-                exc, f"flow {self._settings.name}: recording this instance as the flow's owner"
-            ) from exc
+            if not exc.args[0].fatal():
+                raise translate(exc, doing) from exc
+            # A live previous owner, whose mark still named it, took the lease back while take()
+            # read the mark. Fence it again and commit at once: it reads our mark from then on.
+            self._producer = self._new_producer()
+            try:
+                self._producer.init_transactions(60)
+                self._commit_mark()
+            except KafkaException as again:
+                raise translate(again, doing) from again
         self.last_renewed = time.monotonic()
 
     def update(self, mark: FlowMark) -> None:

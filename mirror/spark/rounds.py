@@ -5,8 +5,9 @@ functools.partial to a module-level function, spark-design.md P3), and foreachBa
 rounds' rows to the driver for metrics. A micro-batch costs the driver and an executor about a
 fifth of a CPU second (planning, the offset and commit logs, foreachBatch through py4j); one a
 second for MM2's default heartbeat interval was a tenth of this 2-core machine while idle. So a
-short interval runs several rounds, one interval apart, in one micro-batch of at least
-MIN_BATCH_SECONDS: the rounds keep their interval, the driver hears of them a few seconds later.
+short interval (5 s or less) runs several rounds, one interval apart, in one micro-batch of about
+MIN_BATCH_SECONDS; longer ones keep one round a batch. The rounds keep their interval; the
+driver hears of them when the micro-batch ends, up to ~10 s later.
 Each connector brings its executor function and output schema (mirror.checkpoint.job,
 mirror.heartbeat.job); nothing here knows what a round does.
 """
@@ -29,6 +30,8 @@ from mirror.config.flow_settings import FlowSettings
 
 # The shortest micro-batch a round query runs (see above).
 MIN_BATCH_SECONDS = 10.0
+# How often a micro-batch waiting for its next round looks for the stop file.
+STOP_CHECK_SECONDS = 0.2
 
 RoundHandler = Callable[[FlowSettings, list[dict[str, Any]]], None]
 # A connector's round, on an executor: the flow's settings -> the round's rows (dataclasses).
@@ -54,29 +57,45 @@ def rounds_per_batch(interval_seconds: float) -> int:
     return max(1, math.floor(MIN_BATCH_SECONDS / interval_seconds))
 
 
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """How one micro-batch runs its rounds: `rounds` of them, `interval` seconds apart, fewer once
+    `stop_file` exists (on an executor that sees the driver's file system; elsewhere all run)."""
+
+    rounds: int
+    interval: float
+    stop_file: str
+
+
 def run_rounds(
     round_: Round,
     row_type: type,
     settings_json: str,
-    schedule: tuple[int, float, str],
+    schedule: Schedule,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
-    """Executor side: per tick, `rounds` rounds `interval` seconds apart (fewer once the stop file
-    exists), each round's rows as one Arrow batch. `schedule` is (rounds, interval, stop file)."""
+    """Executor side: per tick, the schedule's rounds, each round's rows as one Arrow batch."""
     settings = FlowSettings.from_json(settings_json)
     schema, _ = row_schemas(row_type)
-    rounds, interval, stop_file = schedule
-    stopping = Path(stop_file)
+    stopping = Path(schedule.stop_file)
     for batch in batches:
         for _ in range(batch.num_rows):
             started = time.monotonic()
-            for index in range(rounds):
-                if index:
-                    time.sleep(max(0.0, started + index * interval - time.monotonic()))
-                    if stopping.exists():
-                        break
+            for index in range(schedule.rounds):
+                if index and not _wait_unless_stopping(started + index * schedule.interval, stopping):
+                    break
                 rows = [dataclasses.asdict(row) for row in round_(settings)]
                 yield pa.RecordBatch.from_pylist(rows, schema=schema)
+
+
+def _wait_unless_stopping(until: float, stop_file: Path) -> bool:
+    """Sleep until `until`; False as soon as the stop file exists (checked every STOP_CHECK_SECONDS)."""
+    while not stop_file.exists():
+        left = until - time.monotonic()
+        if left <= 0:
+            return True
+        time.sleep(min(left, STOP_CHECK_SECONDS))
+    return False
 
 
 def start_round_query(
@@ -99,7 +118,7 @@ def start_round_query(
     ticks = spark.readStream.format("mirror_ticks").option("stop_file", str(stop_file)).load()
     _, ddl = row_schemas(row_type)
     rounds = rounds_per_batch(interval_seconds)
-    schedule = (rounds, interval_seconds, str(stop_file))
+    schedule = Schedule(rounds, interval_seconds, str(stop_file))
     rows = ticks.mapInArrow(
         functools.partial(run_rounds, round_, row_type, settings.to_json(), schedule), ddl
     )

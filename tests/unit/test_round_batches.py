@@ -10,7 +10,7 @@ import pytest
 
 from mirror.config.flow_settings import FlowSettings
 from mirror.spark import rounds
-from mirror.spark.rounds import rounds_per_batch, run_rounds
+from mirror.spark.rounds import Schedule, rounds_per_batch, run_rounds
 
 
 @dataclass
@@ -39,7 +39,7 @@ def test_rounds_keep_their_interval_and_stop_early_once_the_stop_file_exists(
         return [Row(len(started))]
 
     tick = pa.RecordBatch.from_pylist([{"tick": 0}])
-    out = list(run_rounds(round_, Row, "{}", (10, 0.05, str(stop_file)), iter([tick])))
+    out = list(run_rounds(round_, Row, "{}", Schedule(10, 0.05, str(stop_file)), iter([tick])))
     assert [batch.to_pylist() for batch in out] == [[{"n": 1}], [{"n": 2}], [{"n": 3}]]
     gaps = [later - earlier for earlier, later in itertools.pairwise(started)]
     assert all(gap >= 0.045 for gap in gaps), gaps

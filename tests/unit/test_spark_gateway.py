@@ -29,3 +29,23 @@ def test_a_traceback_cut_off_by_the_jvm_exiting_is_still_reported(caplog: pytest
         forward_lines(TRACEBACK[:2], written.append)
     assert written == []
     assert len(caplog.records) == 1
+
+
+def test_a_chained_traceback_is_one_warning_per_exception_and_nothing_raw(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    written: list[str] = []
+    chained = [
+        *TRACEBACK,
+        "\n",
+        "During handling of the above exception, another exception occurred:\n",
+        "\n",
+        "Traceback (most recent call last):\n",
+        '  File "x.py", line 1, in <module>\n',
+        "ConnectionResetError: [Errno 104] Connection reset by peer\n",
+        "after\n",
+    ]
+    with caplog.at_level(logging.WARNING, logger="mirror.spark.gateway"):
+        forward_lines(chained, written.append)
+    assert written == ["after\n"]
+    assert len(caplog.records) == 2
