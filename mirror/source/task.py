@@ -203,10 +203,6 @@ class _CopyTask:
         opened_at: float | None = None  # when the open transaction took its first record
         records = size = 0
         next_check = time.monotonic()
-        # Whether records were copied since the last check. While they are, quiet partitions'
-        # trailing syncs and swept positions ride along in their transactions; only a task with
-        # nothing to copy for a whole check commits for those alone.
-        copying = False
         while True:
             now = time.monotonic()
             if now >= next_check:
@@ -214,11 +210,9 @@ class _CopyTask:
                 state = self._state()
                 ending = state != "current" or time.time() >= self.spec.deadline
                 self._sweep_positions()
-                idle = opened_at is None and not copying
-                if (opened_at is not None and ending) or (idle and needs_commit(parts)):
+                if (opened_at is not None and ending) or (opened_at is None and needs_commit(parts)):
                     self._commit()
                     opened_at, records, size = None, 0, 0
-                copying = False
                 if ending:
                     if needs_commit(parts):
                         self._commit()  # the last records' syncs: the next task will not know them
@@ -226,7 +220,6 @@ class _CopyTask:
             wait = next_check if opened_at is None else min(next_check, opened_at + interval)
             messages = next_messages(self.source, CONSUME_BATCH, max(0.0, wait - time.monotonic()))
             if messages:
-                copying = True
                 if opened_at is None:
                     opened_at = time.monotonic()
                     self._begin()
