@@ -31,9 +31,13 @@ public class PacedProducer {
         List<String> topics = Arrays.asList(args).subList(4, args.length);
         Properties config = new Properties();
         config.put("bootstrap.servers", bootstrap);
-        config.put("linger.ms", "1");
+        config.put("linger.ms", "5");
         config.put("acks", "all");
         config.put("enable.idempotence", "true");
+        // A partition's open batch takes batch.size from the 32 MB buffer pool however few records it
+        // holds: at the default 16 KB, a thousand partitions with a batch open and one in flight use
+        // it all, and send() blocks, so the load stops being paced. The records are a few bytes.
+        config.put("batch.size", "2048");
 
         config.put("key.serializer", ByteArraySerializer.class.getName());
         config.put("value.serializer", ByteArraySerializer.class.getName());
@@ -47,6 +51,8 @@ public class PacedProducer {
                 return; // the bench went away before saying go
             }
             int total = topics.size() * partitions;
+            long[] ackNanos = new long[rate * seconds];
+            long[] sentAt = new long[rate * seconds];
             double perSlice = rate / 100.0;
             long started = System.nanoTime();
             long sent = 0;
@@ -55,7 +61,11 @@ public class PacedProducer {
                 while (sent < due) {
                     int place = (int) (sent % total);
                     byte[] bytes = Long.toString(sent).getBytes(StandardCharsets.US_ASCII);
-                    producer.send(new ProducerRecord<>(topics.get(place / partitions), place % partitions, bytes, bytes));
+                    final int index = (int) sent;
+                    sentAt[index] = System.nanoTime();
+                    producer.send(
+                        new ProducerRecord<>(topics.get(place / partitions), place % partitions, bytes, bytes),
+                        (metadata, error) -> ackNanos[index] = System.nanoTime() - sentAt[index]);
                     sent++;
                 }
                 long sleepNanos = started + (slice + 1) * 10_000_000L - System.nanoTime();
@@ -64,6 +74,18 @@ public class PacedProducer {
                 }
             }
             producer.flush();
+            String timeline = System.getenv("PACED_TIMELINE");
+            if (timeline != null) {
+                try (java.io.PrintWriter out = new java.io.PrintWriter(timeline)) {
+                    for (int i = 0; i < sent; i++) {
+                        out.println((sentAt[i] - started) / 1e9 + " " + ackNanos[i] / 1e6);
+                    }
+                }
+            }
+            long[] sorted = ackNanos.clone();
+            Arrays.sort(sorted);
+            System.out.println("acked p50_ms=" + sorted[sorted.length / 2] / 1e6 + " p99_ms="
+                + sorted[(int) (sorted.length * 0.99)] / 1e6 + " max_ms=" + sorted[sorted.length - 1] / 1e6);
             System.out.println("sent " + sent);
         }
     }

@@ -7,6 +7,7 @@ many-partitions load measures latency and delivery only.
 from __future__ import annotations
 
 import contextlib
+import os
 import statistics
 import subprocess
 import tempfile
@@ -16,19 +17,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from bench import translation
 from bench.contenders import Clusters, Contender
-from bench.measure import POLL_SECONDS, START_TIMEOUT_SECONDS, ContenderFailedError, Running, wait_for
+from bench.measure import START_TIMEOUT_SECONDS, ContenderFailedError, Running, wait_for
 from bench.workloads import PARTITIONS, Steady, TopicSet, create_topics
 
 WARM_UP = b"warm-up"
-# librdkafka sends every assigned partition in every fetch request (it has no incremental fetch
-# sessions), and the broker answers a fetch as soon as one partition has new committed data, so
-# fetch.wait.max.ms only paces the fetches of an idle reader. Few partitions: 10 ms, as short as
-# possible. Many: 100 ms, so an idle reader costs the target broker ten 1,000-partition fetches a
-# second rather than a hundred.
+# The broker answers a fetch as soon as one partition has new committed data, so fetch.max.wait.ms
+# only paces the fetches of an idle reader. Few partitions: 10 ms, as short as possible. Many: 100 ms,
+# so an idle reader costs the target broker ten 1,000-partition fetches a second rather than a hundred.
 FETCH_WAIT_MS = 10
 FETCH_WAIT_MS_MANY_PARTITIONS = 100
 
@@ -49,6 +48,8 @@ class PacedProducer:
 
     def __init__(self, libs: Path, bootstrap: str, topics: TopicSet, steady: Steady) -> None:
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
+        # The producer's own send-to-acknowledgement percentiles: how slow the source itself was.
+        self.acked: dict[str, float] = {}
         self._process = subprocess.Popen(
             ["java", "-cp", f"{libs}/*", str(Path(__file__).with_name("PacedProducer.java")), bootstrap,
              str(steady.rate), str(steady.seconds), str(topics.partitions), *topics.names],
@@ -79,7 +80,10 @@ class PacedProducer:
             # Anything else on stdout (a client log line) is not the protocol's: skip it.
             got = ""
             for got in map(str.strip, self._process.stdout):
-                if got.startswith(("ready", "sent ")):
+                if got.startswith("acked "):
+                    pairs = (pair.split("=") for pair in got.removeprefix("acked ").split())
+                    self.acked = {f"source_ack_{name}": float(value) for name, value in pairs}
+                elif got.startswith(("ready", "sent ")):
                     break
         finally:
             timer.cancel()
@@ -109,71 +113,67 @@ def prepare_steady(clusters: Clusters, name: str, steady: Steady) -> SteadySetup
     return prepare(clusters, TopicSet(f"steady-{name}"), steady, f"bench-group-{name}")
 
 
-class _LatencyReader(threading.Thread):
-    """Reads topics read_committed from the start; latency = arrival time - record timestamp."""
+class _LatencyReader:
+    """bench/LatencyReader.java reading the topics read_committed from the start, from now on."""
 
-    def __init__(self, bootstrap: str, topics: list[str], partitions: int) -> None:
-        super().__init__(name=f"latency-{topics[0]}", daemon=True)
-        self.latencies_ms: list[float] = []  # re-sent copies too: a late copy is a late record
-        # Wall-clock time each record (by key) first arrived, for "delivered within".
-        self.first_arrival_ms: dict[bytes, float] = {}
-        self.warm_up = 0
-        self._stopping = threading.Event()
+    def __init__(self, libs: Path, bootstrap: str, topics: list[str], partitions: int, expected: int) -> None:
         many = len(topics) * partitions > PARTITIONS
-        self._consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": f"bench-latency-{topics[0]}",
-                "isolation.level": "read_committed",
-                "enable.auto.commit": False,
-                "fetch.wait.max.ms": FETCH_WAIT_MS_MANY_PARTITIONS if many else FETCH_WAIT_MS,
-                "topic.metadata.refresh.interval.ms": 1000,
-            }
-        )
-        self._topics = topics
-        self._partitions = partitions
+        fetch_wait_ms = FETCH_WAIT_MS_MANY_PARTITIONS if many else FETCH_WAIT_MS
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
+        handle, name = tempfile.mkstemp(prefix="bench-latency-", suffix=".txt")
+        os.close(handle)
+        self._out = Path(name)
+        self._process = subprocess.Popen(
+            ["java", "-cp", f"{libs}/*", str(Path(__file__).with_name("LatencyReader.java")), bootstrap,
+             str(fetch_wait_ms), str(partitions), str(expected), str(self._out), *topics],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True,
+        )  # fmt: skip
+        self.warm_up = 0
+        self.everything = threading.Event()  # every expected record has arrived once
+        self._done = threading.Event()
+        threading.Thread(target=self._follow, name="latency-reader", daemon=True).start()
 
-    def _all_exist(self) -> bool:
+    def _follow(self) -> None:
+        assert self._process.stdout is not None  # noqa: S101 - a pipe
+        for line in map(str.strip, self._process.stdout):
+            if line.startswith("warm "):
+                self.warm_up = int(line.removeprefix("warm "))
+            elif line == "all":
+                self.everything.set()
+            elif line == "done":
+                self._done.set()
+
+    def alive(self) -> None:
+        if self._process.poll() is not None:
+            raise RuntimeError(f"the latency reader exited with {self._process.returncode}: {self._tail()}")
+
+    def stop(self) -> tuple[list[float], dict[str, float]]:
+        """Every latency (re-sent copies too: a late copy is a late record) and each key's first arrival."""
         try:
-            metadata = self._consumer.list_topics(timeout=10).topics
-        except KafkaException:
-            return False
-        for name in self._topics:
-            topic = metadata.get(name)
-            if topic is None or topic.error is not None or len(topic.partitions) < self._partitions:
-                return False
-        return True
+            assert self._process.stdin is not None  # noqa: S101 - a pipe
+            with contextlib.suppress(BrokenPipeError):
+                self._process.stdin.write("stop\n")
+                self._process.stdin.flush()
+            if not self._done.wait(60):
+                raise RuntimeError(f"the latency reader did not finish: {self._tail()}")
+            latencies: list[float] = []
+            first_arrival_ms: dict[str, float] = {}
+            with self._out.open(encoding="ascii") as lines:
+                for line in lines:
+                    key, arrived, latency_ms = line.split()
+                    latencies.append(float(latency_ms))
+                    first_arrival_ms.setdefault(key, float(arrived))
+            return latencies, first_arrival_ms
+        finally:
+            if self._process.poll() is None:
+                self._process.kill()
+            self._process.wait()
+            self._log.close()
+            self._out.unlink(missing_ok=True)
 
-    def run(self) -> None:
-        assigned = False
-        while not self._stopping.is_set():
-            if not assigned:
-                if not self._all_exist():
-                    time.sleep(POLL_SECONDS)
-                    continue
-                self._consumer.assign(
-                    [
-                        TopicPartition(topic, p, OFFSET_BEGINNING)
-                        for topic in self._topics
-                        for p in range(self._partitions)
-                    ]
-                )
-                assigned = True
-            # poll(), not consume(n): consume waits to fill its batch, which would add to every
-            # latency. One call per record is cheap enough at a few thousand records a second.
-            message = self._consumer.poll(0.1)
-            if message is not None and message.error() is None:
-                arrived_ms = time.time() * 1000
-                if message.key() == WARM_UP:
-                    self.warm_up += 1
-                else:
-                    self.latencies_ms.append(arrived_ms - message.timestamp()[1])
-                    self.first_arrival_ms.setdefault(message.key(), arrived_ms)
-        self._consumer.close()
-
-    def stop(self) -> None:
-        self._stopping.set()
-        self.join()
+    def _tail(self) -> str:
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace")[-2000:]
 
 
 def latency(
@@ -190,10 +190,11 @@ def latency(
     """
     topics = setup.topics
     remote = [contender.remote_topic(t) for t in topics.names] if contender else topics.names
-    reader = _LatencyReader(clusters.target if contender else clusters.source, remote, topics.partitions)
-    reader.start()
+    bootstrap = clusters.target if contender else clusters.source
+    reader = _LatencyReader(clusters.libs, bootstrap, remote, topics.partitions, steady.records)
 
     def alive() -> None:
+        reader.alive()
         if running is not None:
             running.check_alive()
 
@@ -208,19 +209,14 @@ def latency(
         setup.producer.run(steady)
         produced_at, produced_ms = time.monotonic(), time.time() * 1000
         with contextlib.suppress(ContenderFailedError):
-            wait_for(
-                lambda: len(reader.first_arrival_ms) >= steady.records,  # re-sent copies aside
-                steady.wait_seconds,
-                "not every record arrived",
-                alive,
-            )
+            wait_for(reader.everything.is_set, steady.wait_seconds, "not every record arrived", alive)
         window_end = time.monotonic()
     finally:
-        reader.stop()
         setup.producer.close()
-    latencies = sorted(reader.latencies_ms)
+        received, first_arrival_ms = reader.stop()
+    latencies = sorted(received)
     deadline_ms = produced_ms + steady.wait_seconds * 1000
-    delivered = sum(1 for arrived in reader.first_arrival_ms.values() if arrived <= deadline_ms)
+    delivered = sum(1 for arrived in first_arrival_ms.values() if arrived <= deadline_ms)
     result: dict[str, Any] = {
         "records": steady.records,
         "received": len(latencies),
@@ -231,6 +227,7 @@ def latency(
         "p99_ms": _percentile(latencies, 99),
         "max_ms": latencies[-1] if latencies else None,
         "mean_ms": statistics.fmean(latencies) if latencies else None,
+        **setup.producer.acked,
     }
     if running is not None:
         cpu = running.tree.cpu_at(window_end) - running.tree.cpu_at(window_start)
