@@ -10,7 +10,9 @@
 // Record i goes to partition i mod (TOPICS x PARTITIONS) round-robin (bench.workloads.TopicSet
 // place()), key and value both the decimal i, timestamp the moment of send(): latency is measured
 // from it. It reads every topic's metadata, prints "ready", waits for a line on stdin (and ends at
-// EOF), produces RATE records/s in 10 ms slices for SECONDS, flushes, and prints "sent N".
+// EOF), produces RATE records/s in 10 ms slices for SECONDS, flushes, and prints "acked p50_ms=..
+// p99_ms=.. max_ms=.." (its own send-to-acknowledgement times) and "sent N". With PACED_TIMELINE set
+// to a file, it also writes each record's send time (s into the load) and ack time (ms) there.
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
