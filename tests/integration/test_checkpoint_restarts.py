@@ -31,8 +31,16 @@ def _produce_steadily(cluster: KafkaCluster, topic: str, stop: threading.Event) 
     producer.flush(30)
 
 
-def _consume_steadily(cluster: KafkaCluster, group: str, topic: str, stop: threading.Event) -> list[int]:
-    """Consume and commit every few dozen records; returns the committed positions, in order."""
+def _consume_steadily(
+    cluster: KafkaCluster, group: str, topic: str, stop: threading.Event, drain: threading.Event
+) -> list[int]:
+    """Consume and commit every few dozen records until `stop`; once `drain` is set too (the
+    producer has finished), read on to the end of the partition and commit that.
+
+    Returns the committed positions, in order. The last one is the end of the partition: a group
+    stopped mid-stream translates only to the sync before it (MM2's rule), so it is the caught-up
+    group whose final position every checkpoint must eventually name exactly.
+    """
     consumer = Consumer(
         cluster.properties(
             **{"group.id": group, "enable.auto.commit": "false", "auto.offset.reset": "earliest"}
@@ -49,6 +57,15 @@ def _consume_steadily(cluster: KafkaCluster, group: str, topic: str, stop: threa
                 consumer.commit(offsets=[TopicPartition(topic, 0, position)], asynchronous=False)
                 commits.append(position)
             stop.wait(0.1)
+        drain.wait(120)
+        _, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+        position = commits[-1] if commits else 0
+        while position < end:
+            good = [m for m in consumer.consume(1000, timeout=1) if m.error() is None]
+            if good:
+                position = good[-1].offset() + 1
+        consumer.commit(offsets=[TopicPartition(topic, 0, position)], asynchronous=False)
+        commits.append(position)
     finally:
         consumer.close()
     return commits
@@ -79,11 +96,11 @@ def test_checkpoints_never_move_backwards_across_sigkills_and_restarts(
         emit_checkpoints_interval_seconds=1,
         sync_group_offsets_interval_seconds=1,
     )
-    stop = threading.Event()
+    stop, drain = threading.Event(), threading.Event()
     commits: list[int] = []
     producer = threading.Thread(target=_produce_steadily, args=(source_cluster, topic, stop))
     consumer = threading.Thread(
-        target=lambda: commits.extend(_consume_steadily(source_cluster, group, topic, stop))
+        target=lambda: commits.extend(_consume_steadily(source_cluster, group, topic, stop, drain))
     )
     producer.start()
     consumer.start()
@@ -108,9 +125,11 @@ def test_checkpoints_never_move_backwards_across_sigkills_and_restarts(
                 run.kill()
         stop.set()
         producer.join(timeout=60)
-        consumer.join(timeout=60)
+        drain.set()
+        consumer.join(timeout=180)
+        assert not consumer.is_alive(), "the consumer did not reach the end of the source partition"
         final = commits[-1]
-        # Not stalled by the restarts: the last run translates the group's final position.
+        # Not stalled by the restarts: the last run translates the caught-up group's final position.
         assert_eventually(
             lambda: _assert_equal(_checkpoints(target_cluster, group, remote)[-1].upstream_offset, final),
             timeout=120,
@@ -119,6 +138,7 @@ def test_checkpoints_never_move_backwards_across_sigkills_and_restarts(
         assert runs[-1].stop() == 0, runs[-1].output()[-3000:]
     finally:
         stop.set()
+        drain.set()
         for run in runs:
             run.cleanup()
 
