@@ -33,6 +33,7 @@ def task_writer(settings: FlowSettings, transactional_id: str | None) -> Produce
     return copy_clients.task_writer(
         settings.target_producer,
         transactional_id,
+        commit_interval_ms=settings.commit_interval_ms,
         doing=f"flow {settings.name}: initialising {transactional_id}",
     )
 

@@ -1,0 +1,28 @@
+"""The copy task producer's settings: what the copy path relies on, and what a user may change."""
+
+from __future__ import annotations
+
+from mirror.kafka.copy_clients import task_writer_config
+
+
+def test_a_transactional_writer_lingers_for_the_commit_interval() -> None:
+    config = task_writer_config({}, "mirror-A-B-0", commit_interval_ms=250)
+    assert config["linger.ms"] == "250"
+    assert config["transactional.id"] == "mirror-A-B-0"
+    assert "enable.idempotence" not in config  # implied by the transactional id
+
+
+def test_an_at_least_once_writer_sends_within_milliseconds_and_is_idempotent() -> None:
+    config = task_writer_config({}, None, commit_interval_ms=250)
+    assert config["linger.ms"] == "5"
+    assert config["enable.idempotence"] == "true"
+    assert "transactional.id" not in config
+
+
+def test_the_users_producer_properties_win_but_never_over_the_partitioner() -> None:
+    user = {"linger.ms": "20", "transaction.timeout.ms": "30000", "partitioner": "consistent"}
+    config = task_writer_config(user, "mirror-A-B-0", commit_interval_ms=100)
+    assert config["linger.ms"] == "20"
+    assert config["transaction.timeout.ms"] == "30000"
+    # Offsets records must land in the partition Connect's Java client would pick.
+    assert config["partitioner"] == "murmur2_random"
