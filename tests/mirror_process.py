@@ -29,9 +29,11 @@ def write_config(
     *,
     name: str = "mm2.yaml",
     clusters: Mapping[str, Mapping[str, Any]] | None = None,
+    spark: Mapping[str, Any] | None = None,
     **flow: Any,
 ) -> Path:
-    """An mm2.yaml with one flow source->target; `clusters` adds keys per alias (properties, ...)."""
+    """An mm2.yaml with one flow source->target; `clusters` adds keys per alias (properties, ...),
+    `spark` keys of the spark section (epoch_seconds, ...)."""
     extra = clusters or {}
     config = {
         "clusters": {
@@ -45,7 +47,7 @@ def write_config(
                 **flow,
             }
         },
-        "spark": {"master": "local[2]", "checkpoint_dir": str(directory / "state")},
+        "spark": {"master": "local[2]", "checkpoint_dir": str(directory / "state"), **(spark or {})},
         "metrics": {"port": free_port()},
     }
     path = directory / name

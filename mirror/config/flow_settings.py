@@ -42,7 +42,7 @@ class FlowSettings:
     # Copy tasks: how many, how often each commits a transaction, how long one Spark epoch runs.
     tasks_max: int = 1
     commit_interval_ms: int = 100
-    epoch_seconds: float = 120.0
+    epoch_seconds: float = 600.0
     replication_factor: int | None = None
     internal_replication_factor: int | None = None
     config_properties_exclude: list[str] = field(default_factory=list)

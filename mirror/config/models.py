@@ -177,8 +177,10 @@ class SparkConfig(_Model):
     master: str = "local[*]"
     app_name: str = "mirror"
     checkpoint_dir: str = "./.mirror-state"
-    # How long each micro-batch of the copy tasks runs; between two, records wait ~0.2-0.5 s.
-    epoch_seconds: Annotated[float, Field(ge=1, le=3600)] = 120.0
+    # How long each micro-batch of the copy tasks runs. Between two the copy pauses for ~0.5-2.5 s
+    # (Spark ends one batch and plans the next; the tasks re-open), so epochs are long: at 600 s
+    # under 0.5% of records wait for a gap.
+    epoch_seconds: Annotated[float, Field(ge=1, le=3600)] = 600.0
     conf: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("master")

@@ -152,7 +152,8 @@ def start_copy_query(
         rows.writeStream.queryName(f"mirror-source-{settings.source}-{settings.target}")
         .format("noop")
         .option("checkpointLocation", str(checkpoint_dir))
-        # Offsets and commits are written off the critical path: the gap between epochs shrinks.
+        # Spark 4.3 refuses asynchronous progress tracking for the noop sink ("does not support
+        # async progress tracking"); the offsets and commit logs are two small files an epoch.
         .option("asyncProgressTrackingEnabled", "false")
         .trigger(processingTime="0 seconds")
         .start()

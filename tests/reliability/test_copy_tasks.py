@@ -12,14 +12,17 @@ import random
 import signal
 import subprocess
 import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
 import pytest
+import yaml
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
+from prometheus_client.parser import text_string_to_metric_families
 
-from tests.helpers import create_topic, unique_name
+from tests.helpers import assert_eventually, create_topic, unique_name
 from tests.kafka_backends import KafkaCluster
 from tests.mirror_process import MirrorRun, wait_until_caught_up, wait_until_copying, write_config
 from tests.reliability.conftest import Record
@@ -109,6 +112,71 @@ def test_sigkills_at_random_moments_with_hundreds_of_partitions_lose_and_duplica
     assert exit_code == 0, final.output()[-3000:]
     assert comparison.exact, comparison
     assert comparison.checked == 20_006 + produced
+
+
+def test_epoch_after_epoch_under_load_loses_and_duplicates_nothing(
+    source_cluster: KafkaCluster,
+    target_cluster: KafkaCluster,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    reliability: Record,
+) -> None:
+    """Two-second epochs: every few seconds each task commits its last transaction and ends, Spark
+    plans the next batch, and the next task of the slot fences the old id and re-reads the
+    positions, all while 240 partitions receive records. The default epoch is ten minutes, so
+    without this no other test crosses more than a boundary or two."""
+    topics = [unique_name(request, f"epochs{i}-") for i in range(TOPICS)]
+    for topic in topics:
+        create_topic(source_cluster.bootstrap_servers, topic, partitions=PARTITIONS, config=KEEP)
+        # A small backlog with aborted transactions; it also waits until every partition has a leader.
+        produce_mixed(source_cluster, topic, 1_000, PARTITIONS, seed=len(topic), aborted_every=3)
+    config = write_config(
+        tmp_path, source_cluster, target_cluster, topics, spark={"epoch_seconds": 2}, tasks_max=2
+    )
+    metrics = f"http://127.0.0.1:{yaml.safe_load(config.read_text())['metrics']['port']}/metrics"
+    traffic = Traffic(source_cluster, dict.fromkeys(topics, PARTITIONS), per_second=2000).start()
+    run = MirrorRun(config, tmp_path / "run.log")
+    try:
+        try:
+            wait_until_copying(source_cluster, target_cluster, topics, run)
+            gaps = assert_eventually(lambda: _epoch_gaps_at_least(metrics, 8), timeout=120, interval=1)
+        finally:
+            produced = traffic.stop()
+        wait_until_caught_up(source_cluster, target_cluster, topics, run)
+        exit_code = run.stop()
+    finally:
+        run.cleanup()
+    comparison = compare_topics(source_cluster, target_cluster, topics)
+    reliability(
+        "fault",
+        f"2-second epochs under load: {len(gaps)} epoch boundaries, {TOPICS * PARTITIONS} partitions",
+        comparison=comparison,
+        shown=f"epoch gaps within {min(gaps):g}-{max(gaps):g} s (histogram buckets); exit {exit_code}",
+    )
+    assert exit_code == 0, run.output()[-3000:]
+    assert comparison.exact, comparison
+    assert comparison.checked == TOPICS * 1_000 + produced
+
+
+def _epoch_gaps_at_least(url: str, count: int) -> list[float]:
+    """The epoch gaps observed so far (as bucket bounds), once there are `count` of them."""
+    with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - a loopback URL we built
+        families = list(text_string_to_metric_families(response.read().decode()))
+    buckets = [
+        (float(sample.labels["le"]), sample.value)
+        for family in families
+        if family.name == "mirror_source_epoch_gap_seconds"
+        for sample in family.samples
+        if sample.name.endswith("_bucket")
+    ]
+    observed = max((n for _, n in buckets), default=0)
+    assert observed >= count, f"{observed:g} epoch boundaries so far"
+    # Each gap as the upper bound of its bucket: enough to report the range.
+    gaps, below = [], 0.0
+    for bound, n in sorted(buckets):
+        gaps += [bound] * int(n - below)
+        below = n
+    return gaps
 
 
 def test_a_frozen_instance_is_fenced_when_another_takes_over_and_exits_when_it_thaws(
