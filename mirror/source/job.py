@@ -28,6 +28,7 @@ from pyspark.sql.types import StructType
 from mirror.config.flow_settings import FlowSettings
 from mirror.source.assignment import Assignment, SourcePartition
 from mirror.source.task import CopyTaskSpec, TaskSummary, run_copy_task
+from mirror.spark.registry import register_for_one_query
 
 _DDL_TYPES = {"str": "STRING", "int": "LONG"}
 SUMMARY_SCHEMA = ", ".join(f"`{f.name}` {_DDL_TYPES[str(f.type)]}" for f in fields(TaskSummary))
@@ -141,7 +142,7 @@ def start_copy_query(
 ) -> StreamingQuery:
     """The flow's copy query: epochs back to back, into a no-op sink (the tasks wrote the target)."""
     rows = (
-        spark.readStream.format("mirror_copy")
+        spark.readStream.format(register_for_one_query(spark, MirrorCopySource))
         .option("settings", settings.to_json())
         .option("assignment_file", str(assignment_file))
         .option("stop_file", str(stop_file))

@@ -27,6 +27,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from mirror.config.flow_settings import FlowSettings
+from mirror.spark.registry import register_for_one_query
+from mirror.spark.ticks import TickSource
 
 # The shortest micro-batch a round query runs (see above).
 MIN_BATCH_SECONDS = 10.0
@@ -115,7 +117,11 @@ def start_round_query(
     `round_` and `row_type` must be module-level: the partial bound to them pickles them by
     reference, not by value with copies of their module's globals (spark-design.md P3).
     """
-    ticks = spark.readStream.format("mirror_ticks").option("stop_file", str(stop_file)).load()
+    ticks = (
+        spark.readStream.format(register_for_one_query(spark, TickSource))
+        .option("stop_file", str(stop_file))
+        .load()
+    )
     _, ddl = row_schemas(row_type)
     rounds = rounds_per_batch(interval_seconds)
     schedule = Schedule(rounds, interval_seconds, str(stop_file))

@@ -12,11 +12,9 @@ from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
 from mirror.config.models import SparkConfig
-from mirror.source.job import MirrorCopySource
 from mirror.spark.gateway import start_gateway
 from mirror.spark.jvm import driver_java_options, spark_home_without_zip
 from mirror.spark.signals import start_ignoring_sigterm
-from mirror.spark.ticks import TickSource
 
 # Retries per task in local mode (local[N,F]): a failed task retries inside its epoch.
 LOCAL_TASK_ATTEMPTS = 4
@@ -82,6 +80,4 @@ def build_session(config: SparkConfig, *, copy_tasks: int = 0, flows: int = 1) -
     start_ignoring_sigterm(lambda: start_gateway(conf))
     spark = SparkSession.builder.config(conf=conf).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(MirrorCopySource)
-    spark.dataSource.register(TickSource)
     return spark
