@@ -51,8 +51,17 @@ class OffsetSyncStore:
         partition = (sync.topic, sync.partition)
         old = self._syncs.get(partition)
         loading_without_history = not self.loaded and not self._keep_history_while_loading
-        if old is None or loading_without_history or sync.upstream_offset < old[0].upstream_offset:
-            # New partition, or an upstream rewind (topic re-created): earlier history is void.
+        if (
+            old is None
+            or loading_without_history
+            or sync.upstream_offset < old[0].upstream_offset
+            or sync.downstream_offset < old[0].downstream_offset
+        ):
+            # New partition, an upstream rewind (source topic re-created) or a downstream reset
+            # (remote topic re-created): earlier history is void. MM2 keeps it after a downstream
+            # reset, and once the reset ages out of the slots a group past it translates through
+            # a sync of the old remote topic, far beyond the new one's records: group sync would
+            # then move an idle group there and skip everything in between.
             self._syncs[partition] = [sync] * SLOTS
             self._recent[partition] = (
                 array("q", [sync.upstream_offset]),
