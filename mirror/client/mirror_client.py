@@ -20,8 +20,10 @@ from mirror.kafka.tail import PartitionTail
 from mirror.kafka.wire import Checkpoint, Heartbeat
 from mirror.policy import (
     ReplicationPolicy,
+    checkpoint_topics,
     make_policy,
     remote_heartbeat_topics,
+    remote_topics,
     replication_hops,
     replication_path,
     upstream_clusters,
@@ -82,6 +84,13 @@ class MirrorClient:
 
     def replication_hops(self, upstream: str) -> int:
         return replication_hops(self._topics(), self._policy, upstream)
+
+    def remote_topics(self, source: str | None = None) -> list[str]:
+        """Topics replicated into this cluster, or only those replicated directly from `source`."""
+        return remote_topics(self._topics(), self._policy, source)
+
+    def checkpoint_topics(self) -> list[str]:
+        return checkpoint_topics(self._topics(), self._policy)
 
     def heartbeats(self, *, watch_seconds: float = 3.0) -> list[HeartbeatPath]:
         """The newest heartbeat per heartbeats topic; watches `watch_seconds` to time arrivals."""

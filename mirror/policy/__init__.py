@@ -8,7 +8,10 @@ from mirror.policy.replication_policy import (
     make_policy,
 )
 from mirror.policy.topology import (
+    checkpoint_topics,
+    hops_for_topic,
     remote_heartbeat_topics,
+    remote_topics,
     replication_hops,
     replication_path,
     upstream_clusters,
@@ -20,8 +23,11 @@ __all__ = [
     "IdentityReplicationPolicy",
     "ReplicationPolicy",
     "TopicFilter",
+    "checkpoint_topics",
+    "hops_for_topic",
     "make_policy",
     "remote_heartbeat_topics",
+    "remote_topics",
     "replication_hops",
     "replication_path",
     "should_replicate_topic",
