@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mirror import __version__
+from mirror.cli_offsets import add_offsets_commands
 from mirror.errors import MirrorError
 
 EXIT_USAGE = 2
@@ -42,6 +43,7 @@ def _build_parser() -> argparse.ArgumentParser:
     acls.set_defaults(handler=_acls)
 
     _add_monitoring_commands(commands)
+    add_offsets_commands(commands)
 
     config = commands.add_parser("config", help="configuration tools")
     config_commands = config.add_subparsers(dest="config_command", required=True, metavar="COMMAND")

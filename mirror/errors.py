@@ -111,6 +111,12 @@ class FlowTakenOverError(MirrorError):
     exit_code: ClassVar[int] = 3
 
 
+class FlowInUseError(MirrorError):
+    """A command that needs a stopped flow found its last owner not marked as stopped."""
+
+    exit_code: ClassVar[int] = 3
+
+
 class LocalClusterError(MirrorError):
     """The local broker launcher failed (format, start, stop)."""
 

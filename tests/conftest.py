@@ -3,8 +3,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 from tests.kafka_backends import KafkaCluster, choose_backend
+
+# Properties are about results, never about how fast an example runs on a loaded CI machine.
+settings.register_profile("mirror", deadline=None)
+settings.load_profile("mirror")
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -15,6 +16,13 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 T = TypeVar("T")
+
+
+def run_seed() -> int:
+    """A new seed every run (MIRROR_TEST_SEED repeats one), printed so a failure can be replayed."""
+    seed = int(os.environ.get("MIRROR_TEST_SEED", time.time_ns() % 2**31))
+    print(f"MIRROR_TEST_SEED={seed}")  # noqa: T201 - pytest shows it with the failure
+    return seed
 
 
 def unique_name(request: pytest.FixtureRequest, prefix: str = "") -> str:

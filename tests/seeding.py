@@ -32,7 +32,7 @@ def produce_mixed(
             headers = [("trace", str(n).encode()), ("trace", None), ("kind", b"x")] if n % 3 == 0 else None
             producer.produce(topic, value=value, key=key, partition=n % partitions, headers=headers)
         if aborted_every and batch % aborted_every == 0:
-            producer.flush(30)  # the aborted records really reach the log
+            assert producer.flush(30) == 0  # the aborted records really reach the log
             producer.abort_transaction(30)
             continue
         producer.commit_transaction(30)

@@ -46,7 +46,10 @@ class FlowSettings:
     replication_factor: int | None = None
     internal_replication_factor: int | None = None
     config_properties_exclude: list[str] = field(default_factory=list)
+    use_defaults_from: str = "target"
     on_source_truncation: str = "continue"
+    # Where a partition the flow never copied starts: the source consumer's auto.offset.reset.
+    auto_offset_reset: str = "earliest"
     on_remote_topic_deleted: str = "recopy"
     # Which `mirror run` this is; the lease records its owner so fenced tasks of another run stop.
     instance_id: str = ""
@@ -102,6 +105,10 @@ class FlowSettings:
     def lease_group(self) -> str:
         """Target group whose committed metadata names the instance that owns the flow."""
         return f"__mirror-instance.{self.source}-{self.target}"
+
+    def offsets_tool_transactional_id(self) -> str:
+        """Held by `mirror offsets` while it writes a stopped flow's new positions."""
+        return f"mirror-{self.source}-{self.target}-offsets"
 
     def lease_transactional_id(self) -> str:
         """Held by the one `mirror run` instance that owns this flow."""
@@ -180,7 +187,9 @@ def flow_settings(
         replication_factor=flow.replication_factor,
         internal_replication_factor=flow.internal_topics_replication_factor,
         config_properties_exclude=list(flow.config_properties_exclude),
+        use_defaults_from=flow.use_defaults_from,
         on_source_truncation=flow.on_source_truncation,
+        auto_offset_reset=source_cluster.client_properties("consumer").get("auto.offset.reset", "earliest"),
         on_remote_topic_deleted=flow.on_remote_topic_deleted,
         instance_id=instance_id,
         groups=list(flow.groups),

@@ -89,6 +89,8 @@ FLOW_PROPERTIES: Mapping[str, tuple[str, Converter]] = {
     "heartbeats.topic.replication.factor": ("internal_topics_replication_factor", int),
     "config.properties.exclude": ("config_properties_exclude", _list),
     "offsets.storage.topic": ("offsets_storage_topic", str.strip),
+    "tasks.max": ("tasks_max", int),
+    "use.defaults.from": ("use_defaults_from", str.strip),
 }  # fmt: skip
 
 # Where MM2's default differs from mirror's, the note a user needs to keep MM2's behaviour.
@@ -103,7 +105,6 @@ DEFAULT_DIFFERENCES: Mapping[str, str] = {
 
 # Settings of MM2's Connect runtime that Spark replaces: known, deliberately not carried over.
 RUNTIME_ONLY: Mapping[str, str] = {
-    "tasks.max": "Spark parallelism replaces Connect tasks",
     "dedicated.mode.enable.internal.rest": "mirror has no Connect REST layer",
     "listeners": "mirror has no Connect REST layer",
     "offset.flush.interval.ms": "mirror commits positions in every transaction",
@@ -328,6 +329,9 @@ def _document(draft: _Draft) -> dict[str, Any]:
                 f"{name}: MM2 ran this flow at-least-once; mirror runs it exactly-once by default "
                 "(set exactly_once: false to keep at-least-once)"
             )
+        if flow.get("emit_offset_syncs") is False and "sync_group_offsets" not in flow:
+            # MM2's default, made explicit: mirror's (on) needs offset syncs and would be refused.
+            flow["sync_group_offsets"] = False
         for yaml_key, note in DEFAULT_DIFFERENCES.items():
             if yaml_key not in flow:
                 draft.notes.append(f"{name}: {note}")

@@ -96,6 +96,19 @@ class ClusterConfig(_Model):
             )
         return value
 
+    @field_validator("properties", "consumer")
+    @classmethod
+    def _known_offset_reset(cls, value: ClientProperties) -> ClientProperties:
+        # It decides where a flow starts a partition it never copied (MM2's consumer setting);
+        # librdkafka's synonyms and "none" are refused rather than guessed at.
+        reset = value.get("auto.offset.reset")
+        if reset is not None and reset not in ("earliest", "latest"):
+            raise ValueError(
+                f"auto.offset.reset {reset!r} is not earliest or latest; use earliest (copy a new "
+                "partition from its first record) or latest (copy only records written after it is found)"
+            )
+        return value
+
     def client_properties(self, role: Literal["consumer", "producer", "admin"]) -> dict[str, str]:
         """librdkafka config for one client role: cluster-wide properties, then the role's overrides."""
         merged: ClientProperties = {"bootstrap.servers": self.bootstrap_servers}
@@ -156,6 +169,10 @@ class FlowConfig(_Model):
         default_factory=lambda: list(DEFAULT_CONFIG_PROPERTIES_EXCLUDE)
     )
     offsets_storage_topic: str | None = None
+    # Where a topic config the source leaves at its default comes from: `target` (MM2's default:
+    # the target's own default; an override on the remote topic is removed) or `source` (the
+    # source's default value is set on the remote topic).
+    use_defaults_from: Literal["target", "source"] = "target"
     # Copy tasks (MM2's tasks.max): None means one per core of the machine running `mirror run`.
     tasks_max: Annotated[int, Field(ge=1, le=1024)] | None = None
     # A copy task commits a transaction this often (and sooner when one grows large).
@@ -169,6 +186,18 @@ class FlowConfig(_Model):
     @classmethod
     def _regexes_compile(cls, patterns: RegexList) -> RegexList:
         return _check_regexes(patterns)
+
+    @model_validator(mode="after")
+    def _checkpoints_have_offset_syncs(self) -> FlowConfig:
+        # MM2 refuses this too (for an enabled flow): checkpoints and group sync translate through
+        # offset syncs.
+        if self.enabled and not self.emit_offset_syncs and (self.emit_checkpoints or self.sync_group_offsets):
+            raise ValueError(
+                "emit_offset_syncs is false, but checkpoints and group offset sync translate through "
+                "offset syncs; set emit_checkpoints: false and sync_group_offsets: false, or "
+                "emit_offset_syncs: true"
+            )
+        return self
 
 
 class SparkConfig(_Model):

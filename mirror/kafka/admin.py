@@ -62,8 +62,17 @@ def non_default_configs(admin: AdminClient, topic: str) -> dict[str, str]:
     return non_default_configs_of(admin, [topic])[topic]
 
 
-def non_default_configs_of(admin: AdminClient, topics: Iterable[str]) -> dict[str, dict[str, str]]:
-    """non_default_configs of many topics, in one request: a hundred topics take one round trip."""
+def non_default_configs_of(
+    admin: AdminClient, topics: Iterable[str], *, with_defaults: bool = False
+) -> dict[str, dict[str, str]]:
+    """non_default_configs of many topics, in one request: a hundred topics take one round trip.
+
+    `with_defaults` adds the values the topics take from Kafka's defaults (MM2's
+    use.defaults.from=source copies those too); broker-level settings are never included.
+    """
+    sources = {ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
+    if with_defaults:
+        sources.add(ConfigSource.DEFAULT_CONFIG.value)
     resources = {topic: ConfigResource(ConfigResource.Type.TOPIC, topic) for topic in topics}
     if not resources:
         return {}
@@ -78,7 +87,7 @@ def non_default_configs_of(admin: AdminClient, topics: Iterable[str]) -> dict[st
         topic: {
             name: entry.value
             for name, entry in entries.items()
-            if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+            if entry.source in sources
             and not entry.is_read_only
             and not entry.is_sensitive
             and entry.value is not None

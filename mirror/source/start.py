@@ -2,8 +2,9 @@
 
 The positions group on the target is the truth: after the task's producer is initialised (every
 older holder of its transactional id fenced), what it says was committed was copied. A partition
-without a position is either new to the assignment (start at the source's earliest offset) or its
-remote topic was deleted on the target, which made Kafka drop the group's offsets for it.
+without a position is either new to the assignment (it starts where the source consumer's
+auto.offset.reset says: its earliest offset, or with `latest` its end) or its remote topic was
+deleted on the target, which made Kafka drop the group's offsets for it.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def read_positions(
     target_admin: AdminClient,
     report: Report,
 ) -> None:
-    """Set every partition's position from the target; what had none starts at the earliest offset."""
+    """Set every partition's position from the target; what had none starts per auto.offset.reset."""
     committed = committed_with_metadata(positions, [(p.remote_topic, p.partition) for p in parts])
     recreated = _recreated(parts, committed, target_admin)
     missing = [p for p in parts if (p.remote_topic, p.partition) not in committed or p in recreated]
@@ -52,6 +53,7 @@ def read_positions(
         part.recreated, part.last_downstream, part.committed = False, -1, None
         part.position = _recopy(settings, part, earliest[(part.topic, part.partition)], report)
     missing = [part for part in missing if part not in recreated]
+    start = _new_partition_starts(settings, source_admin, missing, earliest)
     stored: dict[tuple[str, int], int] | None = None
     for part in missing:
         low = earliest[(part.topic, part.partition)]
@@ -63,7 +65,9 @@ def read_positions(
             # It tells a partition never copied from one whose remote copy is gone.
             stored = _stored_positions(settings)
         if not had_position and (part.topic, part.partition) not in stored:
-            part.position = low  # never copied: a new partition, or a flow's first start
+            # Never copied: a new partition, or a flow's first start. The task's first commit
+            # stores this position, so a restart goes on from it rather than from a later end.
+            part.position = start[(part.topic, part.partition)]
         elif holds_no_committed_record(remote, part.remote_topic, part.partition, where=part.where()):
             part.position = _recopy(settings, part, low, report)
         elif (part.topic, part.partition) in stored:
@@ -76,6 +80,19 @@ def read_positions(
                 "partition holds records; restore the group's offsets, or delete the remote topic to copy "
                 "the partition again"
             )
+
+
+def _new_partition_starts(
+    settings: FlowSettings,
+    source_admin: AdminClient,
+    parts: Collection[PartitionCopy],
+    earliest: dict[tuple[str, int], int],
+) -> dict[tuple[str, int], int]:
+    """Where each partition starts if the flow never copied it: MM2's source consumer setting."""
+    if settings.auto_offset_reset != "latest" or not parts:
+        return earliest
+    # The read_committed end, where a read_committed consumer reset to latest would begin.
+    return last_stable_offsets(source_admin, [(p.topic, p.partition) for p in parts])
 
 
 def _stored_positions(settings: FlowSettings) -> dict[tuple[str, int], int]:

@@ -80,8 +80,9 @@ class ConfigChanges:
 def config_changes(
     source_configs: Mapping[str, str], target_configs: Mapping[str, str], exclude: Sequence[str]
 ) -> ConfigChanges:
-    """MM2's syncTopicConfigs with use.defaults.from=target: SET what the source sets explicitly,
-    DELETE target overrides the source leaves at default; never touch excluded properties."""
+    """MM2's syncTopicConfigs: SET what `source_configs` holds (the source's explicit settings,
+    and with use.defaults.from=source its defaults too), DELETE target overrides it does not
+    hold; never touch excluded properties."""
     wanted = synced_configs(source_configs, exclude)
     present = synced_configs(target_configs, exclude)
     return ConfigChanges(

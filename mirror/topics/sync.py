@@ -97,7 +97,11 @@ class TopicSync:
             topic_filter=s.topic_filter(),
             heartbeats_replication=s.heartbeats_replication,
         )
-        configs = non_default_configs_of(self._source_admin, [topic for topic, _, _ in plan.create])
+        configs = non_default_configs_of(
+            self._source_admin,
+            [topic for topic, _, _ in plan.create],
+            with_defaults=s.use_defaults_from == "source",
+        )
         created = create_topics(
             self._target_admin,
             [
@@ -131,7 +135,11 @@ class TopicSync:
         s = self._settings
         changed = 0
         replicated = sorted(self._replicated().items())
-        source_configs = non_default_configs_of(self._source_admin, [topic for topic, _ in replicated])
+        source_configs = non_default_configs_of(
+            self._source_admin,
+            [topic for topic, _ in replicated],
+            with_defaults=s.use_defaults_from == "source",
+        )
         target_configs = non_default_configs_of(self._target_admin, [remote for _, remote in replicated])
         for topic, remote in replicated:
             changes = config_changes(

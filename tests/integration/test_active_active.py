@@ -9,7 +9,7 @@ import yaml
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from tests.helpers import create_topic, unique_name
+from tests.helpers import assert_eventually, create_topic, unique_name
 from tests.kafka_backends import KafkaCluster
 from tests.mirror_process import MirrorRun, wait_until_caught_up, write_config
 from tests.records import assert_same_records, read_topic
@@ -27,11 +27,11 @@ def test_both_directions_replicate_and_nothing_comes_back(
         producer = Producer(cluster.properties())
         for i in range(2000):
             producer.produce(topic, key=b"%d" % i, value=b"%s-%d" % (topic.encode(), i), partition=i % 2)
-        producer.flush(30)
+        assert producer.flush(30) == 0
 
     # Each flow selects every test topic on its source, remote copies included: only cycle
     # detection keeps A.<on_a> on B from going back to A as B.A.<on_a>.
-    pattern = f"(A\\.|B\\.)?({on_a}|{on_b})"
+    pattern = f"(A\\.|B\\.)?({on_a}|{on_b})(-marker)?"
     config = write_config(tmp_path, source_cluster, target_cluster, [pattern])
     document = yaml.safe_load(config.read_text())
     document["flows"]["B->A"] = dict(document["flows"]["A->B"])
@@ -43,6 +43,12 @@ def test_both_directions_replicate_and_nothing_comes_back(
         wait_until_caught_up(
             target_cluster, source_cluster, [on_b], run, remote_prefix="B.", group_flow="B-A"
         )
+        # Proof that each flow rescanned its source after the other's remote topic appeared there:
+        # a topic created now comes through. Only then does "nothing came back" mean something.
+        create_topic(source_cluster.bootstrap_servers, f"{on_a}-marker", partitions=1)
+        create_topic(target_cluster.bootstrap_servers, f"{on_b}-marker", partitions=1)
+        assert_eventually(lambda: _assert_exists(target_cluster, f"A.{on_a}-marker"), timeout=120, interval=1)
+        assert_eventually(lambda: _assert_exists(source_cluster, f"B.{on_b}-marker"), timeout=120, interval=1)
         assert run.stop() == 0, run.output()[-3000:]
     finally:
         run.cleanup()
@@ -57,5 +63,9 @@ def test_both_directions_replicate_and_nothing_comes_back(
     )
     a_topics = set(AdminClient(source_cluster.properties()).list_topics(timeout=30).topics)
     b_topics = set(AdminClient(target_cluster.properties()).list_topics(timeout=30).topics)
-    assert f"B.A.{on_a}" not in a_topics
-    assert f"A.B.{on_b}" not in b_topics
+    assert not [t for t in a_topics if t.startswith(f"B.A.{on_a}")], "a remote topic went back to A"
+    assert not [t for t in b_topics if t.startswith(f"A.B.{on_b}")], "a remote topic went back to B"
+
+
+def _assert_exists(cluster: KafkaCluster, topic: str) -> None:
+    assert topic in AdminClient(cluster.properties()).list_topics(timeout=30).topics, f"no {topic} yet"

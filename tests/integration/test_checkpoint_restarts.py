@@ -12,7 +12,7 @@ from confluent_kafka.admin import AdminClient
 
 from mirror.kafka.tail import PartitionTail
 from mirror.kafka.wire import Checkpoint
-from tests.helpers import assert_eventually, create_topic, unique_name
+from tests.helpers import assert_eventually, create_topic, run_seed, unique_name
 from tests.kafka_backends import KafkaCluster
 from tests.mirror_process import MirrorRun, write_config
 
@@ -28,11 +28,16 @@ def _produce_steadily(cluster: KafkaCluster, topic: str, stop: threading.Event) 
             i += 1
         producer.poll(0)
         stop.wait(0.05)  # ~1,000 records/s
-    producer.flush(30)
+    assert producer.flush(30) == 0
 
 
 def _consume_steadily(
-    cluster: KafkaCluster, group: str, topic: str, stop: threading.Event, drain: threading.Event
+    cluster: KafkaCluster,
+    group: str,
+    topic: str,
+    stop: threading.Event,
+    drain: threading.Event,
+    rng: random.Random,
 ) -> list[int]:
     """Consume and commit every few dozen records until `stop`; once `drain` is set too (the
     producer has finished), read on to the end of the partition and commit that.
@@ -50,7 +55,7 @@ def _consume_steadily(
     commits: list[int] = []
     try:
         while not stop.is_set():
-            messages = consumer.consume(random.randint(10, 80), timeout=0.3)
+            messages = consumer.consume(rng.randint(10, 80), timeout=0.3)
             good = [m for m in messages if m.error() is None]
             if good:
                 position = good[-1].offset() + 1
@@ -96,11 +101,14 @@ def test_checkpoints_never_move_backwards_across_sigkills_and_restarts(
         emit_checkpoints_interval_seconds=1,
         sync_group_offsets_interval_seconds=1,
     )
+    rng = random.Random(run_seed())
     stop, drain = threading.Event(), threading.Event()
     commits: list[int] = []
     producer = threading.Thread(target=_produce_steadily, args=(source_cluster, topic, stop))
     consumer = threading.Thread(
-        target=lambda: commits.extend(_consume_steadily(source_cluster, group, topic, stop, drain))
+        target=lambda: commits.extend(
+            _consume_steadily(source_cluster, group, topic, stop, drain, random.Random(rng.random()))
+        )
     )
     producer.start()
     consumer.start()
@@ -113,7 +121,7 @@ def test_checkpoints_never_move_backwards_across_sigkills_and_restarts(
             seen = len(_checkpoints(target_cluster, group, remote))
             # Each run gets past start-up and emits a few checkpoints of its own (a random number,
             # so the kill lands at a different point of its rounds each time) before it is killed.
-            wanted = seen + random.randint(1, 4)
+            wanted = seen + rng.randint(1, 4)
             assert_eventually(
                 lambda wanted=wanted, run=run: _assert_checkpoints(
                     target_cluster, group, remote, wanted, run

@@ -80,7 +80,7 @@ def test_mirror_resumes_where_real_mirrormaker2_stopped(
     producer = Producer(source_cluster.properties())
     for i in range(3000):
         producer.produce(topic, key=b"%d" % i, value=b"before-%d" % i, partition=0)
-    producer.flush(30)
+    assert producer.flush(30) == 0
 
     properties = tmp_path / "mm2.properties"
     properties.write_text(mm2_properties(source_cluster, target_cluster, topic), encoding="utf-8")
@@ -97,7 +97,7 @@ def test_mirror_resumes_where_real_mirrormaker2_stopped(
 
     for i in range(2000):
         producer.produce(topic, key=b"%d" % (3000 + i), value=b"after-%d" % i, partition=0)
-    producer.flush(30)
+    assert producer.flush(30) == 0
     config = write_config(tmp_path, source_cluster, target_cluster, [topic])
     run = replicate_until_caught_up(config, tmp_path / "run.log", source_cluster, target_cluster, [topic])
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from confluent_kafka import Producer
@@ -52,7 +53,7 @@ def test_ignores_aborted_transactions_even_when_an_abort_marker_ends_the_partiti
     producer.commit_transaction(30)
     producer.begin_transaction()
     producer.produce(offsets_topic, key=key(0), value=encode_value(999), partition=0)
-    producer.flush(30)  # the aborted record really reaches the log
+    assert producer.flush(30) == 0  # the aborted record really reaches the log
     producer.abort_transaction(30)
     positions = read_to_end(target_cluster.properties(), offsets_topic, timeout_seconds=30)
     assert {k: decode_value(v) for k, v in positions.items()} == {key(0): 5}
@@ -63,7 +64,7 @@ def test_a_tombstone_removes_the_position(target_cluster: KafkaCluster, offsets_
     producer.produce(offsets_topic, key=key(2), value=encode_value(7), partition=2)
     producer.produce(offsets_topic, key=key(2), value=None, partition=2)
     producer.produce(offsets_topic, key=key(1), value=encode_value(3), partition=1)
-    producer.flush(30)
+    assert producer.flush(30) == 0
     positions = read_to_end(target_cluster.properties(), offsets_topic)
     assert set(positions) == {key(1)}
 
@@ -74,21 +75,26 @@ def test_waits_for_a_transaction_open_at_the_start_and_sees_its_commit(
     producer = transactional_producer(target_cluster, offsets_topic)
     producer.begin_transaction()
     producer.produce(offsets_topic, key=key(0), value=encode_value(42), partition=0)
-    producer.flush(30)  # in the log, past the last stable offset, not yet committed
+    assert producer.flush(30) == 0  # in the log, past the last stable offset, not yet committed
 
     result: dict[bytes, bytes] = {}
-    reader = threading.Thread(
-        target=lambda: result.update(read_to_end(target_cluster.properties(), offsets_topic))
-    )
+    events: list[str] = []
+
+    def read() -> None:
+        result.update(read_to_end(target_cluster.properties(), offsets_topic))
+        events.append("read")
+
+    reader = threading.Thread(target=read)
     reader.start()
     try:
-        # The high watermark includes the open transaction, so the reader must not finish yet.
-        reader.join(timeout=2)
-        assert reader.is_alive(), "read_to_end returned before the open transaction finished"
+        # The high watermark includes the open transaction: the reader gets time to (wrongly)
+        # stop there before the commit. What it returned, and when, says whether it waited.
+        time.sleep(2)
     finally:
         producer.commit_transaction(30)
+        events.append("committed")
     reader.join(timeout=60)
-    assert not reader.is_alive()
+    assert events == ["committed", "read"], "read_to_end returned before the open transaction finished"
     assert {k: decode_value(v) for k, v in result.items()} == {key(0): 42}
 
 

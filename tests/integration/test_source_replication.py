@@ -38,7 +38,7 @@ def test_replicates_every_record_exactly_and_stops_cleanly(
     produce_mixed(source_cluster, log_append, 1000, 2, seed=2)
     large = Producer(source_cluster.properties())
     large.produce(plain, value=LARGE_VALUE, key=b"large", partition=1)
-    large.flush(30)
+    assert large.flush(30) == 0
 
     config = write_config(tmp_path, source_cluster, target_cluster, [plain, log_append])
     metrics_url = f"http://127.0.0.1:{yaml.safe_load(config.read_text())['metrics']['port']}/metrics"
@@ -126,3 +126,82 @@ def test_starts_after_a_remote_topic_it_no_longer_copies_was_deleted(
         read_topic(source_cluster.bootstrap_servers, second),
         read_topic(target_cluster.bootstrap_servers, f"A.{second}"),
     )
+
+
+def test_auto_offset_reset_latest_copies_what_comes_after_the_start_and_then_keeps_its_place(
+    source_cluster: KafkaCluster, target_cluster: KafkaCluster, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # Kafka's testReplicateFromLatest: MM2's A.consumer.auto.offset.reset=latest. A backlog written
+    # before the flow first finds the partitions is not copied; everything after is, also what is
+    # written while mirror is stopped (a stored position is never moved to the end).
+    topic = unique_name(request, "latest-")
+    create_topic(source_cluster.bootstrap_servers, topic, partitions=2)
+    produce_mixed(source_cluster, topic, 1000, 2, seed=12)
+    backlog = {p: len(records) for p, records in read_topic(source_cluster.bootstrap_servers, topic).items()}
+    config = write_config(
+        tmp_path,
+        source_cluster,
+        target_cluster,
+        [topic],
+        clusters={"A": {"consumer": {"auto.offset.reset": "latest"}}},
+    )
+    run = MirrorRun(config, tmp_path / "first.log")
+    try:
+        wait_until_caught_up(source_cluster, target_cluster, [topic], run)  # positions at the ends
+        produce_mixed(source_cluster, topic, 600, 2, seed=13, aborted_every=3)
+        wait_until_caught_up(source_cluster, target_cluster, [topic], run)
+        assert run.stop() == 0, run.output()[-3000:]
+    finally:
+        run.cleanup()
+    produce_mixed(source_cluster, topic, 400, 2, seed=14)
+    replicate_until_caught_up(config, tmp_path / "second.log", source_cluster, target_cluster, [topic])
+
+    source = read_topic(source_cluster.bootstrap_servers, topic)
+    after_start = {p: records[backlog[p] :] for p, records in source.items()}
+    assert sum(len(records) for records in after_start.values()) == 1000
+    assert_same_records(after_start, read_topic(target_cluster.bootstrap_servers, f"A.{topic}"))
+
+
+def test_with_offset_syncs_off_a_flow_copies_and_creates_no_offset_syncs_topic_anywhere(
+    source_cluster: KafkaCluster, target_cluster: KafkaCluster, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # Kafka's testReplicationWithoutOffsetSyncWillNotCreateOffsetSyncsTopic. Aliases of its own
+    # (the same brokers) give this flow internal topic names no other test creates.
+    suffix = unique_name(request)[-6:]
+    source_alias, target_alias = f"S{suffix}", f"T{suffix}"
+    topic = unique_name(request, "no-syncs-")
+    create_topic(source_cluster.bootstrap_servers, topic, partitions=2)
+    produce_mixed(source_cluster, topic, 1000, 2, seed=15)
+    config = tmp_path / "mm2.yaml"
+    document = yaml.safe_load(write_config(tmp_path, source_cluster, target_cluster, [topic]).read_text())
+    document["clusters"] = {
+        source_alias: {"bootstrap_servers": source_cluster.bootstrap_servers},
+        target_alias: {"bootstrap_servers": target_cluster.bootstrap_servers},
+    }
+    flow = document["flows"].pop("A->B")
+    flow.update(emit_offset_syncs=False, emit_checkpoints=False, sync_group_offsets=False)
+    document["flows"] = {f"{source_alias}->{target_alias}": flow}
+    config.write_text(yaml.safe_dump(document), encoding="utf-8")
+
+    run = MirrorRun(config, tmp_path / "run.log")
+    try:
+        wait_until_caught_up(
+            source_cluster,
+            target_cluster,
+            [topic],
+            run,
+            remote_prefix=f"{source_alias}.",
+            group_flow=f"{source_alias}-{target_alias}",
+        )
+        assert run.stop() == 0, run.output()[-3000:]
+    finally:
+        run.cleanup()
+
+    assert_same_records(
+        read_topic(source_cluster.bootstrap_servers, topic),
+        read_topic(target_cluster.bootstrap_servers, f"{source_alias}.{topic}"),
+    )
+    for cluster in (source_cluster, target_cluster):
+        topics = AdminClient(cluster.properties()).list_topics(timeout=30).topics
+        assert not [t for t in topics if t.startswith("mm2-offset-syncs") and suffix in t], sorted(topics)
+        assert f"{source_alias}.checkpoints.internal" not in topics

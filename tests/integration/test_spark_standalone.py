@@ -110,7 +110,7 @@ def test_replicates_through_a_standalone_spark_cluster(
     producer = Producer(source_cluster.properties())
     for i in range(20_000):
         producer.produce(topic, key=b"%d" % i, value=b"v%d" % i, partition=i % 4)
-    producer.flush(30)
+    assert producer.flush(30) == 0
 
     config = write_config(tmp_path, source_cluster, target_cluster, [topic])
     document = yaml.safe_load(config.read_text())

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -15,6 +15,7 @@ from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    ConfigSource,
     NewPartitions,
     ResourcePatternType,
     ResourceType,
@@ -96,25 +97,15 @@ def test_topic_acls_are_synced_with_mm2_rules(
 ) -> None:
     topic = unique_name(request, "acl-")
     create_topic(source_cluster.bootstrap_servers, topic, partitions=1)
-    source_admin = AdminClient(source_cluster.properties())
-    bindings = [
-        AclBinding(
-            ResourceType.TOPIC,
-            topic,
-            ResourcePatternType.LITERAL,
-            principal,
-            "*",
-            operation,
-            AclPermissionType.ALLOW,
-        )
-        for principal, operation in (
+    _allow(
+        source_cluster,
+        topic,
+        [
             ("User:alice", AclOperation.READ),
             ("User:bob", AclOperation.ALL),
             ("User:carol", AclOperation.WRITE),
-        )
-    ]
-    for future in source_admin.create_acls(bindings).values():
-        future.result(timeout=30)
+        ],
+    )
 
     config = write_config(
         tmp_path, source_cluster, target_cluster, [topic], sync_topic_acls_interval_seconds=2
@@ -132,9 +123,42 @@ def test_topic_acls_are_synced_with_mm2_rules(
             timeout=120,
             interval=1,
         )
+        # Added while running: a later refresh carries the READ over and still leaves WRITE out
+        # (the check waits for the READ, so the refresh that could have copied WRITE has run).
+        _allow(source_cluster, topic, [("User:dave", AclOperation.READ), ("User:erin", AclOperation.WRITE)])
+        assert_eventually(
+            lambda: _assert_equal(
+                _acls(target_cluster, f"A.{topic}"),
+                {
+                    ("User:alice", "READ", "ALLOW"),
+                    ("User:bob", "READ", "ALLOW"),
+                    ("User:dave", "READ", "ALLOW"),
+                },
+            ),
+            timeout=120,
+            interval=1,
+        )
         assert run.stop() == 0, run.output()[-3000:]
     finally:
         run.cleanup()
+
+
+def _allow(cluster: KafkaCluster, topic: str, grants: list[tuple[str, AclOperation]]) -> None:
+    bindings = [
+        AclBinding(
+            ResourceType.TOPIC,
+            topic,
+            ResourcePatternType.LITERAL,
+            principal,
+            "*",
+            operation,
+            AclPermissionType.ALLOW,
+        )
+        for principal, operation in grants
+    ]
+    admin = AdminClient(cluster.properties())  # held until the answers: a collected client cancels them
+    for future in admin.create_acls(bindings).values():
+        future.result(timeout=30)
 
 
 def _acls(cluster: KafkaCluster, topic: str) -> set[tuple[str, str, str]]:
@@ -154,3 +178,110 @@ def _acls(cluster: KafkaCluster, topic: str) -> set[tuple[str, str, str]]:
 
 def _assert_equal(actual: object, expected: object) -> None:
     assert actual == expected
+
+
+def _set_topic_configs(cluster: KafkaCluster, topic: str, set_: dict[str, str], delete: list[str]) -> None:
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in set_.items()]
+    entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete]
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
+    admin = AdminClient(cluster.properties())  # held until the answer: a collected client cancels it
+    admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+
+
+def _overrides(cluster: KafkaCluster, topic: str) -> dict[str, str]:
+    """The configs set on the topic itself (not taken from a default)."""
+    admin = AdminClient(cluster.properties())
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    try:
+        entries = admin.describe_configs([resource])[resource].result(timeout=30)
+    except KafkaException as exc:
+        raise AssertionError(f"{topic} cannot be described (yet): {exc}") from exc
+    return {
+        name: entry.value
+        for name, entry in entries.items()
+        if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    }
+
+
+def test_config_sync_resets_drift_reverts_removed_overrides_and_keeps_excluded_properties(
+    source_cluster: KafkaCluster, target_cluster: KafkaCluster, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # MM2's testSyncTopicConfigs and testReplicateTargetDefault (use.defaults.from=target).
+    topic = unique_name(request, "configs-")
+    remote = f"A.{topic}"
+    create_topic(
+        source_cluster.bootstrap_servers,
+        topic,
+        partitions=1,
+        config={"retention.ms": "1234567", "max.message.bytes": "2000000"},
+    )
+    config = write_config(
+        tmp_path, source_cluster, target_cluster, [topic], sync_topic_configs_interval_seconds=2
+    )
+    run = MirrorRun(config, tmp_path / "run.log")
+    try:
+        assert_eventually(
+            lambda: _assert_equal(
+                _overrides(target_cluster, remote),
+                {"retention.ms": "1234567", "max.message.bytes": "2000000"},
+            ),
+            timeout=120,
+            interval=1,
+        )
+        # On the target: a synced property drifts, and an excluded one is set by hand.
+        # On the source: one override removed.
+        _set_topic_configs(
+            target_cluster, remote, {"retention.ms": "999999", "unclean.leader.election.enable": "true"}, []
+        )
+        _set_topic_configs(source_cluster, topic, {}, ["max.message.bytes"])
+        assert_eventually(
+            lambda: _assert_equal(
+                _overrides(target_cluster, remote),
+                {"retention.ms": "1234567", "unclean.leader.election.enable": "true"},
+            ),
+            timeout=120,
+            interval=1,
+        )
+        assert run.stop() == 0, run.output()[-3000:]
+    finally:
+        run.cleanup()
+
+
+def test_use_defaults_from_source_sets_the_sources_defaults_on_the_remote_topic(
+    source_cluster: KafkaCluster, target_cluster: KafkaCluster, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # MM2's testReplicateSourceDefault: a property the source leaves at its default is set on the
+    # remote topic to the source's default value, also over an override made on the target.
+    topic = unique_name(request, "source-defaults-")
+    remote = f"A.{topic}"
+    create_topic(source_cluster.bootstrap_servers, topic, partitions=1, config={"retention.ms": "1234567"})
+    default_segment_ms = topic_config(source_cluster, topic, "segment.ms")
+    assert default_segment_ms is not None
+    config = write_config(
+        tmp_path,
+        source_cluster,
+        target_cluster,
+        [topic],
+        sync_topic_configs_interval_seconds=2,
+        use_defaults_from="source",
+    )
+    run = MirrorRun(config, tmp_path / "run.log")
+    try:
+        created = {"retention.ms": "1234567", "segment.ms": default_segment_ms}
+        assert_eventually(
+            lambda: _assert_subset(created, _overrides(target_cluster, remote)), timeout=120, interval=1
+        )
+        _set_topic_configs(target_cluster, remote, {"segment.ms": "3600000"}, [])
+        assert_eventually(
+            lambda: _assert_subset({"segment.ms": default_segment_ms}, _overrides(target_cluster, remote)),
+            timeout=120,
+            interval=1,
+        )
+        assert run.stop() == 0, run.output()[-3000:]
+    finally:
+        run.cleanup()
+    assert "unclean.leader.election.enable" not in _overrides(target_cluster, remote)  # excluded
+
+
+def _assert_subset(expected: dict[str, str], actual: dict[str, str]) -> None:
+    assert {k: actual.get(k) for k in expected} == expected, actual

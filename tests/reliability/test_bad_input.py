@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirror.local.broker import free_port
@@ -98,6 +99,7 @@ def test_bad_input_gets_one_line_naming_the_fix_and_writes_nothing(
     expected = _header(config, "expect")
     wanted_exit = int((_header(config, "exit") or ["2"])[0])
     before = _topics(target_cluster)
+    ends_before = _ends(target_cluster)
 
     result = run_mirror("run", str(config), timeout=120)
 
@@ -111,6 +113,7 @@ def test_bad_input_gets_one_line_naming_the_fix_and_writes_nothing(
         for fragment in wanted.split(" ... "):  # one output line; " ... " skips what varies
             assert fragment in line, f"expected {fragment!r} in {line!r}"
     assert _topics(target_cluster) == before, "a rejected run created topics on the target"
+    assert _records_since(target_cluster, ends_before) == [], "a rejected run wrote records on the target"
 
 
 def test_a_topic_filter_that_matches_nothing_is_a_warning_and_the_run_goes_on(
@@ -150,6 +153,51 @@ def _assert_exists(cluster: KafkaCluster, topic: str) -> None:
 
 def _topics(cluster: KafkaCluster) -> set[str]:
     return set(AdminClient(cluster.properties()).list_topics(timeout=30).topics)
+
+
+def _ends(cluster: KafkaCluster) -> dict[tuple[str, int], int]:
+    """The end offset of every partition of every topic (Kafka's own `__` topics aside)."""
+    metadata = AdminClient(cluster.properties()).list_topics(timeout=30)
+    reader = Consumer(cluster.properties(**{"group.id": "bad-input-ends"}))
+    try:
+        return {
+            (topic, partition): reader.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)[1]
+            for topic, described in metadata.topics.items()
+            if not topic.startswith("__")
+            for partition in described.partitions
+        }
+    finally:
+        reader.close()
+
+
+def _records_since(cluster: KafkaCluster, before: dict[tuple[str, int], int]) -> list[str]:
+    """Records (committed or not) written after `before` was taken, as "topic-partition@offset".
+
+    An end that moved only by transaction markers is not a write: an earlier test's killed run
+    leaves transactions open, and the coordinator aborts them later, marking their partitions.
+    """
+    moved = {tp: end for tp, end in _ends(cluster).items() if tp in before and end > before[tp]}
+    if not moved:
+        return []
+    reader = Consumer(
+        cluster.properties(**{"group.id": "bad-input-records", "isolation.level": "read_uncommitted"})
+    )
+    found: list[str] = []
+    try:
+        reader.assign([TopicPartition(t, p, before[(t, p)]) for t, p in moved])
+        pending = set(moved)
+        deadline = time.monotonic() + 60
+        while pending and time.monotonic() < deadline:
+            for message in reader.consume(500, timeout=0.5):
+                if message.error() is None:
+                    found.append(f"{message.topic()}-{message.partition()}@{message.offset()}")
+            for tp in reader.position([TopicPartition(t, p) for t, p in pending]):
+                if tp.offset >= moved[(tp.topic, tp.partition)]:
+                    pending.discard((tp.topic, tp.partition))
+        assert not pending, f"could not read {sorted(pending)} to their ends"
+    finally:
+        reader.close()
+    return found
 
 
 def _run_to_exit(config: Path, log: Path) -> tuple[MirrorRun, int]:

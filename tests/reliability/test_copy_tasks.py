@@ -22,7 +22,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.helpers import assert_eventually, create_topic, unique_name
+from tests.helpers import assert_eventually, create_topic, run_seed, unique_name
 from tests.kafka_backends import KafkaCluster
 from tests.mirror_process import MirrorRun, wait_until_caught_up, wait_until_copying, write_config
 from tests.reliability.conftest import Record
@@ -36,13 +36,6 @@ TOPICS, PARTITIONS = 4, 60  # 240 source partitions, every one receiving records
 KEEP = {"retention.ms": "-1"}
 
 
-def _seed() -> int:
-    """A new seed every run (MIRROR_TEST_SEED repeats one), printed so a failure can be replayed."""
-    seed = int(os.environ.get("MIRROR_TEST_SEED", time.time_ns() % 2**31))
-    print(f"MIRROR_TEST_SEED={seed}")  # noqa: T201 - pytest shows it with the failure
-    return seed
-
-
 def test_sigkills_at_random_moments_with_hundreds_of_partitions_lose_and_duplicate_nothing(
     source_cluster: KafkaCluster,
     target_cluster: KafkaCluster,
@@ -50,7 +43,7 @@ def test_sigkills_at_random_moments_with_hundreds_of_partitions_lose_and_duplica
     request: pytest.FixtureRequest,
     reliability: Record,
 ) -> None:
-    seed = _seed()
+    seed = run_seed()
     rng = random.Random(seed)
     topics = [unique_name(request, f"many{i}-") for i in range(TOPICS)]
     for topic in topics:

@@ -52,6 +52,7 @@ def test_flow_settings_and_top_level_defaults_merge_per_flow(imported: dict) -> 
     assert flow["replication_factor"] == 3
     assert flow["refresh_topics_interval_seconds"] == 30.0
     assert flow["offset_lag_max"] == 50
+    assert flow["tasks_max"] == 4
 
 
 def test_exactly_once_follows_the_target_workers_setting(imported: dict) -> None:  # type: ignore[type-arg]
@@ -66,7 +67,6 @@ def test_everything_not_carried_over_is_listed_with_a_reason() -> None:
     result = import_properties(FIXTURE)
     dropped = "\n".join(result.not_carried_over)
     for key in (
-        "tasks.max",
         "A.ssl.truststore.location",
         "A.consumer.isolation.level",
         "B.offset.flush.interval.ms",
@@ -82,7 +82,8 @@ def test_converted_file_validates(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(["config", "import", str(FIXTURE), "-o", str(out)]) == 0
     config = load_config(out)
     assert config.flows["A->B"].topics == ["orders.*", "payments"]
-    assert "not carried over: tasks.max" in capsys.readouterr().err
+    assert config.flows["A->B"].tasks_max == 4
+    assert "not carried over: A.ssl.truststore.location" in capsys.readouterr().err
 
 
 def test_a_file_without_clusters_is_a_one_line_error(
@@ -99,3 +100,29 @@ def test_a_cluster_without_bootstrap_servers_is_named(tmp_path: Path) -> None:
     path.write_text("clusters = A, B\nA.bootstrap.servers = a:1\n", encoding="utf-8")
     with pytest.raises(PropertiesImportError, match=r"no B\.bootstrap\.servers"):
         import_properties(path)
+
+
+def test_offset_syncs_off_keeps_mm2s_group_sync_default_so_the_flow_stays_valid(tmp_path: Path) -> None:
+    # MM2 accepts emit.offset-syncs.enabled=false with checkpoints off: its group sync is off by
+    # default. mirror's is on, and would need offset syncs, so the import writes MM2's default.
+    path = tmp_path / "mm2.properties"
+    path.write_text(
+        "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\nA->B.enabled = true\n"
+        "A->B.emit.offset-syncs.enabled = false\nA->B.emit.checkpoints.enabled = false\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "mm2.yaml"
+    assert main(["config", "import", str(path), "-o", str(out)]) == 0
+    flow = load_config(out).flows["A->B"]
+    assert (flow.emit_offset_syncs, flow.emit_checkpoints, flow.sync_group_offsets) == (False, False, False)
+
+
+def test_a_disabled_flow_is_not_checked_for_offset_syncs(tmp_path: Path) -> None:
+    # MM2 skips the check for a connector that is not enabled.
+    path = tmp_path / "mm2.yaml"
+    path.write_text(
+        "clusters: {A: {bootstrap_servers: 'a:1'}, B: {bootstrap_servers: 'b:1'}}\n"
+        "flows: {A->B: {enabled: false, emit_offset_syncs: false}}\n",
+        encoding="utf-8",
+    )
+    assert load_config(path).flows["A->B"].enabled is False

@@ -1,0 +1,107 @@
+"""A running A->B flow for checkpoint tests: groups moved from A to B through its checkpoints."""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from mirror.client import MirrorClient
+from mirror.kafka.tail import PartitionTail
+from mirror.kafka.wire import Checkpoint
+from tests.groups import committed, consume_and_commit, produce
+from tests.helpers import assert_eventually, create_topic
+from tests.kafka_backends import KafkaCluster
+from tests.mirror_process import MirrorRun, wait_until_caught_up, write_config
+
+OFFSET_LAG_MAX = 100  # the flow's default: a sync at least every 101 records
+
+
+class Flow:
+    """The module's running A->B flow: topics and groups named `<prefix>...` are its own."""
+
+    def __init__(self, source: KafkaCluster, target: KafkaCluster, directory: Path, **settings: Any) -> None:
+        """`settings`: more keys of the flow (exactly_once, offset_syncs_topic_location, ...)."""
+        self.source, self.target = source, target
+        self.prefix = f"ckpt-{uuid.uuid4().hex[:6]}-"
+        self.config = write_config(
+            directory,
+            source,
+            target,
+            [f"{self.prefix}.*"],
+            groups=[f"{self.prefix}.*"],
+            emit_checkpoints_interval_seconds=1,
+            sync_group_offsets_interval_seconds=1,
+            **settings,
+        )
+        self.started = time.time()  # what this run writes is stamped after this
+        self.run = MirrorRun(self.config, directory / "run.log")
+
+    def name(self, what: str) -> str:
+        return f"{self.prefix}{what}"
+
+    def client(self) -> MirrorClient:
+        return MirrorClient.from_config(self.config, self.target.alias)
+
+    def moved_group(self, what: str, records: list[bytes], consumed: int) -> tuple[str, str]:
+        """Topic `what` holding `records` on A, and a group that consumed the first `consumed` of
+        them there; returns (topic, group) once B holds the group's translated position."""
+        topic, group = self.name(what), self.name(f"{what}-group")
+        create_topic(self.source.bootstrap_servers, topic)
+        produce(self.source, topic, records)
+        position = consume_and_commit(self.source, group, topic, 0, consumed)
+        self.wait_until_copied(topic)
+        self.wait_until_synced(group, topic, upstream=position)
+        return topic, group
+
+    def active_skips(self) -> float:
+        """Group syncs the run left out so far because the group had members on B (its metric)."""
+        port = yaml.safe_load(self.config.read_text(encoding="utf-8"))["metrics"]["port"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            text = response.read().decode("utf-8")
+        return sum(
+            sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == "mirror_group_offset_syncs_total" and sample.labels.get("outcome") == "active"
+        )
+
+    def wait_until_copied(self, topic: str) -> None:
+        wait_until_caught_up(self.source, self.target, [topic], self.run)
+
+    def wait_until_synced(self, group: str, topic: str, upstream: int, partition: int = 0) -> int:
+        """Wait until B's `group` holds the checkpoint of upstream offset `upstream`; returns it."""
+
+        def synced() -> int:
+            assert self.run.process.poll() is None, self.run.output()[-3000:]
+            translated = self.client().translate_offsets(self.source.alias, group)
+            checkpoint = translated.get((f"A.{topic}", partition))
+            assert checkpoint is not None, f"no checkpoint yet for {group}"
+            on_target = committed(self.target, group, f"A.{topic}", partition + 1).get(partition)
+            assert on_target == checkpoint, f"target group at {on_target}, checkpoint at {checkpoint}"
+            assert checkpoint_upstream(self.target, group, f"A.{topic}", partition) == upstream
+            return checkpoint
+
+        return assert_eventually(synced, timeout=120, interval=0.5)
+
+
+def checkpoint_upstream(target: KafkaCluster, group: str, topic: str, partition: int) -> int | None:
+    tail = PartitionTail(target.properties(), "A.checkpoints.internal")
+    try:
+        upstream = None
+        for record in tail.catch_up():
+            checkpoint = Checkpoint.decode(record.key, record.value)
+            if (checkpoint.group, checkpoint.topic, checkpoint.partition) == (group, topic, partition):
+                upstream = checkpoint.upstream_offset
+        return upstream
+    finally:
+        tail.close()
+
+
+def values(prefix: str, start: int, stop: int) -> list[bytes]:
+    return [f"{prefix}-{i}".encode() for i in range(start, stop)]
