@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from mirror.client import MirrorClient
 from mirror.kafka.tail import PartitionTail
 from mirror.kafka.wire import Checkpoint
-from tests.groups import committed, consume_and_commit, produce
+from tests.groups import committed, consume_and_commit, produce, resume
 from tests.helpers import assert_eventually, create_topic
 from tests.kafka_backends import KafkaCluster
 from tests.mirror_process import MirrorRun, wait_until_caught_up, write_config
@@ -58,6 +58,28 @@ class Flow:
         self.wait_until_copied(topic)
         self.wait_until_synced(group, topic, upstream=position)
         return topic, group
+
+    def assert_a_caught_up_group_re_reads_nothing(self, what: str, old: int, new: int) -> str:
+        """A group that consumed all `old` records on A moves to B and reads exactly the `new` ones
+        written afterwards; returns the topic."""
+        topic, group = self.moved_group(what, values("old", 0, old), consumed=old)
+        # The group fails over to B; what A gets from now on reaches it through B.
+        produce(self.source, topic, values("new", 0, new))
+        self.wait_until_copied(topic)
+        read = resume(self.target, group, f"A.{topic}", expected=new)
+        assert read == values("new", 0, new), f"re-read or skipped: got {len(read)} records"
+        return topic
+
+    def assert_a_mid_stream_group_skips_nothing(self, what: str, total: int, consumed: int) -> None:
+        """A group that consumed `consumed` of `total` records on A resumes on B: nothing skipped,
+        in order, and less than one sync interval read again."""
+        topic, group = self.moved_group(what, values("r", 0, total), consumed=consumed)
+        read = resume(self.target, group, f"A.{topic}", expected=total - consumed)
+        unread = values("r", consumed, total)
+        re_read = len(read) - len(unread)
+        assert read[re_read:] == unread, "the group skipped records or read them out of order"
+        assert read[:re_read] == values("r", consumed - re_read, consumed)
+        assert 0 <= re_read <= OFFSET_LAG_MAX + 1
 
     def active_skips(self) -> float:
         """Group syncs the run left out so far because the group had members on B (its metric)."""

@@ -17,8 +17,8 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from mirror.kafka.wire import Heartbeat
-from tests.checkpoint_flow import OFFSET_LAG_MAX, Flow, values
-from tests.groups import committed, consume_and_commit, produce, resume
+from tests.checkpoint_flow import Flow, values
+from tests.groups import committed, consume_and_commit, produce
 from tests.helpers import assert_eventually, create_topic, run_mirror
 from tests.kafka_backends import KafkaCluster
 
@@ -38,26 +38,11 @@ def flow(
 
 
 def test_a_caught_up_group_resumes_on_the_target_with_nothing_re_read_or_skipped(flow: Flow) -> None:
-    topic, group = flow.moved_group("caught-up", values("old", 0, 3000), consumed=3000)
-
-    # The group fails over to B; what A gets from now on reaches it through B.
-    produce(flow.source, topic, values("new", 0, 500))
-    flow.wait_until_copied(topic)
-    read = resume(flow.target, group, f"A.{topic}", expected=500)
-
-    assert read == values("new", 0, 500), f"re-read or skipped: got {len(read)} records"
+    flow.assert_a_caught_up_group_re_reads_nothing("caught-up", old=3000, new=500)
 
 
 def test_a_mid_stream_group_skips_nothing_and_re_reads_less_than_one_sync_interval(flow: Flow) -> None:
-    topic, group = flow.moved_group("mid-stream", values("r", 0, 3000), consumed=1234)
-
-    read = resume(flow.target, group, f"A.{topic}", expected=3000 - 1234)
-
-    unread = values("r", 1234, 3000)
-    re_read = len(read) - len(unread)
-    assert read[re_read:] == unread, "the group skipped records or read them out of order"
-    assert read[:re_read] == values("r", 1234 - re_read, 1234)
-    assert 0 <= re_read <= OFFSET_LAG_MAX + 1
+    flow.assert_a_mid_stream_group_skips_nothing("mid-stream", total=3000, consumed=1234)
 
 
 def test_a_group_active_on_the_target_is_left_alone_until_it_is_empty(flow: Flow) -> None:

@@ -14,8 +14,7 @@ from confluent_kafka.admin import AdminClient
 
 from mirror.kafka.tail import PartitionTail
 from mirror.kafka.wire import OffsetSync
-from tests.checkpoint_flow import OFFSET_LAG_MAX, Flow, values
-from tests.groups import produce, resume
+from tests.checkpoint_flow import Flow
 from tests.kafka_backends import KafkaCluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -48,13 +47,7 @@ def _syncs_for(cluster: KafkaCluster, syncs_topic: str, topic: str) -> list[Offs
 
 
 def test_a_caught_up_group_resumes_on_the_target_with_nothing_re_read(flow: Flow) -> None:
-    topic, group = flow.moved_group("caught-up", values("old", 0, 2000), consumed=2000)
-
-    produce(flow.source, topic, values("new", 0, 300))
-    flow.wait_until_copied(topic)
-    read = resume(flow.target, group, f"A.{topic}", expected=300)
-
-    assert read == values("new", 0, 300), f"re-read or skipped: got {len(read)} records"
+    topic = flow.assert_a_caught_up_group_re_reads_nothing("caught-up", old=2000, new=300)
     # MM2's naming: the topic on A is named after the other cluster, B; the location the target
     # would use (mm2-offset-syncs.A.internal on B) holds nothing of this flow's topic.
     assert _syncs_for(flow.source, "mm2-offset-syncs.B.internal", topic)
@@ -62,12 +55,4 @@ def test_a_caught_up_group_resumes_on_the_target_with_nothing_re_read(flow: Flow
 
 
 def test_a_mid_stream_group_skips_nothing_and_re_reads_less_than_one_sync_interval(flow: Flow) -> None:
-    topic, group = flow.moved_group("mid-stream", values("r", 0, 2000), consumed=777)
-
-    read = resume(flow.target, group, f"A.{topic}", expected=2000 - 777)
-
-    unread = values("r", 777, 2000)
-    re_read = len(read) - len(unread)
-    assert read[re_read:] == unread, "the group skipped records or read them out of order"
-    assert read[:re_read] == values("r", 777 - re_read, 777)
-    assert 0 <= re_read <= OFFSET_LAG_MAX + 1
+    flow.assert_a_mid_stream_group_skips_nothing("mid-stream", total=2000, consumed=777)
