@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import urllib.request
 import uuid
@@ -12,6 +13,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from mirror.client import MirrorClient
+from mirror.errors import WireFormatError
 from mirror.kafka.tail import PartitionTail
 from mirror.kafka.wire import Checkpoint
 from tests.groups import committed, consume_and_commit, produce, resume
@@ -25,8 +27,21 @@ OFFSET_LAG_MAX = 100  # the flow's default: a sync at least every 101 records
 class Flow:
     """The module's running A->B flow: topics and groups named `<prefix>...` are its own."""
 
-    def __init__(self, source: KafkaCluster, target: KafkaCluster, directory: Path, **settings: Any) -> None:
-        """`settings`: more keys of the flow (exactly_once, offset_syncs_topic_location, ...)."""
+    def __init__(
+        self,
+        source: KafkaCluster,
+        target: KafkaCluster,
+        directory: Path,
+        *,
+        aliases: tuple[str, str] | None = None,
+        **settings: Any,
+    ) -> None:
+        """`aliases`: cluster aliases of its own instead of A and B, so that the flow's internal topics,
+        positions group and transactional ids are its own too. `settings`: more keys of the flow
+        (exactly_once, offset_syncs_topic_location, ...)."""
+        if aliases is not None:
+            source = dataclasses.replace(source, alias=aliases[0])
+            target = dataclasses.replace(target, alias=aliases[1])
         self.source, self.target = source, target
         self.prefix = f"ckpt-{uuid.uuid4().hex[:6]}-"
         self.config = write_config(
@@ -44,6 +59,22 @@ class Flow:
 
     def name(self, what: str) -> str:
         return f"{self.prefix}{what}"
+
+    def remote(self, topic: str) -> str:
+        """`topic`'s copy on the target (the default policy)."""
+        return f"{self.source.alias}.{topic}"
+
+    def metric(self, name: str, **labels: str) -> float:
+        """The sum of the run's samples `name` whose labels include `labels` (0 if none yet)."""
+        port = yaml.safe_load(self.config.read_text(encoding="utf-8"))["metrics"]["port"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            text = response.read().decode("utf-8")
+        return sum(
+            sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == name and labels.items() <= sample.labels.items()
+        )
 
     def client(self) -> MirrorClient:
         return MirrorClient.from_config(self.config, self.target.alias)
@@ -66,7 +97,7 @@ class Flow:
         # The group fails over to B; what A gets from now on reaches it through B.
         produce(self.source, topic, values("new", 0, new))
         self.wait_until_copied(topic)
-        read = resume(self.target, group, f"A.{topic}", expected=new)
+        read = resume(self.target, group, self.remote(topic), expected=new)
         assert read == values("new", 0, new), f"re-read or skipped: got {len(read)} records"
         return topic
 
@@ -74,7 +105,7 @@ class Flow:
         """A group that consumed `consumed` of `total` records on A resumes on B: nothing skipped,
         in order, and less than one sync interval read again."""
         topic, group = self.moved_group(what, values("r", 0, total), consumed=consumed)
-        read = resume(self.target, group, f"A.{topic}", expected=total - consumed)
+        read = resume(self.target, group, self.remote(topic), expected=total - consumed)
         unread = values("r", consumed, total)
         re_read = len(read) - len(unread)
         assert read[re_read:] == unread, "the group skipped records or read them out of order"
@@ -83,18 +114,17 @@ class Flow:
 
     def active_skips(self) -> float:
         """Group syncs the run left out so far because the group had members on B (its metric)."""
-        port = yaml.safe_load(self.config.read_text(encoding="utf-8"))["metrics"]["port"]
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-            text = response.read().decode("utf-8")
-        return sum(
-            sample.value
-            for family in text_string_to_metric_families(text)
-            for sample in family.samples
-            if sample.name == "mirror_group_offset_syncs_total" and sample.labels.get("outcome") == "active"
-        )
+        return self.metric("mirror_group_offset_syncs_total", outcome="active")
 
     def wait_until_copied(self, topic: str) -> None:
-        wait_until_caught_up(self.source, self.target, [topic], self.run)
+        wait_until_caught_up(
+            self.source,
+            self.target,
+            [topic],
+            self.run,
+            remote_prefix=f"{self.source.alias}.",
+            group_flow=f"{self.source.alias}-{self.target.alias}",
+        )
 
     def wait_until_synced(self, group: str, topic: str, upstream: int, partition: int = 0) -> int:
         """Wait until B's `group` holds the checkpoint of upstream offset `upstream`; returns it."""
@@ -102,27 +132,31 @@ class Flow:
         def synced() -> int:
             assert self.run.process.poll() is None, self.run.output()[-3000:]
             translated = self.client().translate_offsets(self.source.alias, group)
-            checkpoint = translated.get((f"A.{topic}", partition))
+            remote = self.remote(topic)
+            checkpoint = translated.get((remote, partition))
             assert checkpoint is not None, f"no checkpoint yet for {group}"
-            on_target = committed(self.target, group, f"A.{topic}", partition + 1).get(partition)
+            on_target = committed(self.target, group, remote, partition + 1).get(partition)
             assert on_target == checkpoint, f"target group at {on_target}, checkpoint at {checkpoint}"
-            assert checkpoint_upstream(self.target, group, f"A.{topic}", partition) == upstream
+            assert self.checkpoint_upstream(group, remote, partition) == upstream
             return checkpoint
 
         return assert_eventually(synced, timeout=120, interval=0.5)
 
-
-def checkpoint_upstream(target: KafkaCluster, group: str, topic: str, partition: int) -> int | None:
-    tail = PartitionTail(target.properties(), "A.checkpoints.internal")
-    try:
-        upstream = None
-        for record in tail.catch_up():
-            checkpoint = Checkpoint.decode(record.key, record.value)
-            if (checkpoint.group, checkpoint.topic, checkpoint.partition) == (group, topic, partition):
-                upstream = checkpoint.upstream_offset
-        return upstream
-    finally:
-        tail.close()
+    def checkpoint_upstream(self, group: str, topic: str, partition: int) -> int | None:
+        """The upstream offset of the newest checkpoint of `group` for remote `topic`-`partition`."""
+        tail = PartitionTail(self.target.properties(), f"{self.source.alias}.checkpoints.internal")
+        try:
+            upstream = None
+            for record in tail.catch_up():
+                try:
+                    checkpoint = Checkpoint.decode(record.key, record.value)
+                except WireFormatError:
+                    continue  # a test may have written records that are not checkpoints
+                if (checkpoint.group, checkpoint.topic, checkpoint.partition) == (group, topic, partition):
+                    upstream = checkpoint.upstream_offset
+            return upstream
+        finally:
+            tail.close()
 
 
 def values(prefix: str, start: int, stop: int) -> list[bytes]:

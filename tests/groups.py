@@ -40,6 +40,17 @@ def consume_and_commit(cluster: KafkaCluster, group: str, topic: str, partition:
     return position
 
 
+def commit(cluster: KafkaCluster, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    """Commit `offsets` for `group` as its consumer would (the group has no members meanwhile)."""
+    consumer = Consumer(cluster.properties(**{"group.id": group, "enable.auto.commit": "false"}))
+    try:
+        consumer.commit(
+            offsets=[TopicPartition(t, p, offset) for (t, p), offset in offsets.items()], asynchronous=False
+        )
+    finally:
+        consumer.close()
+
+
 def committed(cluster: KafkaCluster, group: str, topic: str, partitions: int = 1) -> dict[int, int]:
     """The group's committed offsets (partitions without one are absent)."""
     consumer = Consumer(cluster.properties(**{"group.id": group}))

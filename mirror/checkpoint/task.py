@@ -17,7 +17,9 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
@@ -51,6 +53,8 @@ from mirror.source.ownership import flow_mark_reader, stop_if_flow_taken_over
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 MAX_ATTEMPTS = 6
 TRANSACTION_TIMEOUT_MS = "60000"
 
@@ -72,6 +76,8 @@ class CheckpointRow:
     listed_at: float = 0.0
     round_seconds: float = 0.0
     # Group rows: "synced", "active", "unchanged" or "failed"; partitions written.
+    # Skipped rows (kind "skipped"): `topic` is the internal topic, `partitions` how many of its
+    # records did not decode and were left out.
     outcome: str = ""
     partitions: int = 0
 
@@ -90,20 +96,41 @@ class _FlowState:
     groups_synced_at: float = -math.inf
     producer: Producer | None = None
     selected: dict[str, bool] = field(default_factory=dict)
+    # Records of the internal topics that did not decode since the last round reported them.
+    skipped: dict[str, int] = field(default_factory=dict)
 
     def catch_up(self) -> None:
         # Checkpoints first: with them restored, the syncs' full history may be used (KAFKA-15905).
-        for record in self.checkpoint_tail.catch_up():
-            try:
-                self.checkpoints.restore(Checkpoint.decode(record.key, record.value))
-            except WireFormatError as exc:  # MM2's CheckpointStore skips these too
-                log.warning("flow %s: skipping a checkpoint record: %s", self.settings.name, exc)
-        for record in self.sync_tail.catch_up():
-            try:
-                self.syncs.add(OffsetSync.decode(record.key, record.value))
-            except WireFormatError as exc:
-                log.warning("flow %s: skipping an offset sync record: %s", self.settings.name, exc)
+        for record in self._decodable(self.checkpoint_tail, Checkpoint.decode):
+            self.checkpoints.restore(record)
+        for sync in self._decodable(self.sync_tail, OffsetSync.decode):
+            self.syncs.add(sync)
         self.syncs.mark_loaded()
+
+    def _decodable(self, tail: PartitionTail, decode: Callable[[bytes | None, bytes | None], T]) -> list[T]:
+        """What is new in `tail`, decoded. Records that do not decode (written by hand, or by a
+        tool that got the format wrong) are skipped as MM2 skips them, but counted and logged:
+        a checkpoint lost this way is a group that fails over to an older position."""
+        decoded: list[T] = []
+        first: tuple[int, WireFormatError] | None = None
+        skipped = 0
+        for record in tail.catch_up():
+            try:
+                decoded.append(decode(record.key, record.value))
+            except WireFormatError as exc:
+                skipped += 1
+                first = first or (record.offset, exc)
+        if first is not None:
+            self.skipped[tail.topic] = self.skipped.get(tail.topic, 0) + skipped
+            log.warning(
+                "flow %s: skipped %d records of %s that do not decode; the first, at offset %d: %s",
+                self.settings.name,
+                skipped,
+                tail.topic,
+                first[0],
+                first[1],
+            )
+        return decoded
 
     def is_selected(self, topic: str) -> bool:
         if topic not in self.selected:
@@ -214,9 +241,11 @@ def _round(state: _FlowState) -> list[CheckpointRow]:
         for checkpoint in news:
             state.checkpoints.restore(checkpoint)
     done = time.time()
+    rows = [CheckpointRow("skipped", "", topic, partitions=count) for topic, count in state.skipped.items()]
+    state.skipped.clear()
     ends = _remote_ends(state, {(c.topic, c.partition) for c in translated})
     emitted = {(c.group, c.topic, c.partition) for c in news}
-    rows = [
+    rows += [
         CheckpointRow(
             "checkpoint",
             c.group,

@@ -21,8 +21,8 @@ from mirror.kafka.wire import Checkpoint, Heartbeat
 from mirror.policy import (
     ReplicationPolicy,
     checkpoint_topics,
+    heartbeat_topics,
     make_policy,
-    remote_heartbeat_topics,
     remote_topics,
     replication_hops,
     replication_path,
@@ -94,9 +94,7 @@ class MirrorClient:
 
     def heartbeats(self, *, watch_seconds: float = 3.0) -> list[HeartbeatPath]:
         """The newest heartbeat per heartbeats topic; watches `watch_seconds` to time arrivals."""
-        topics = self._topics()
-        local = self._policy.heartbeats_topic()
-        names = ([local] if local in topics else []) + remote_heartbeat_topics(topics, self._policy)
+        names = heartbeat_topics(self._topics(), self._policy)
         tails = {topic: PartitionTail(self._properties, topic) for topic in names}
         newest: dict[str, Heartbeat] = {}
         delays: dict[str, float] = {}

@@ -60,10 +60,11 @@ class HeartbeatRow:
     target: str
     timestamp_ms: int
     # Seen rows: the remote heartbeats topic, the path it came along, when the round first saw it.
-    # Failed rows: `path` holds the error.
+    # Failed rows: `path` holds the error. Skipped rows: `count` records of `topic` did not decode.
     topic: str = ""
     path: str = ""
     seen_ms: int = 0
+    count: int = 0
 
 
 @dataclass
@@ -82,6 +83,7 @@ class _Watch:
 
     tails: dict[str, PartitionTail] = field(default_factory=dict)
     newest: dict[str, tuple[Heartbeat, int]] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)
     topics_listed_at: float = -1e18
 
 
@@ -228,7 +230,12 @@ def _watch(settings: FlowSettings) -> list[HeartbeatRow]:
                 try:
                     heartbeat = Heartbeat.decode(record.key, record.value)
                 except WireFormatError as exc:
-                    log.warning("flow %s: skipping a record of %s: %s", settings.name, topic, exc)
+                    # Counted (a metric) and logged, never fatal: one bad record must not blind
+                    # the watch of a replication path.
+                    watch.skipped[topic] = watch.skipped.get(topic, 0) + 1
+                    log.warning(
+                        "flow %s: skipping record %d of %s: %s", settings.name, record.offset, topic, exc
+                    )
                     continue
                 newest = watch.newest.get(topic)
                 if newest is None or heartbeat.timestamp_ms > newest[0].timestamp_ms:
@@ -242,7 +249,9 @@ def _watch(settings: FlowSettings) -> list[HeartbeatRow]:
             tail.close()
         _WATCHES.pop(settings.name, None)
         return []
-    return [
+    skipped = [HeartbeatRow("skipped", "", "", 0, topic=topic, count=n) for topic, n in watch.skipped.items()]
+    watch.skipped.clear()
+    return skipped + [
         HeartbeatRow(
             "seen",
             heartbeat.source_alias,

@@ -66,6 +66,13 @@ class CheckpointMetrics:
             ("flow", "outcome"),
             registry=registry,
         )
+        self.skipped = Counter(
+            "mirror_checkpoint_records_skipped",
+            "Records of the checkpoints or offset-syncs topic that do not decode and were left out "
+            "(as MM2 leaves them out); counted again if the state is re-read",
+            ("flow", "topic"),
+            registry=registry,
+        )
         self.active = Gauge(
             "mirror_group_sync_skipped_active",
             "1 while the group has members on the target, so its offsets are left alone",
@@ -87,6 +94,8 @@ class CheckpointMetrics:
             elif row["kind"] == "group":
                 self.group_syncs.labels(flow, row["outcome"]).inc()
                 self.active.labels(flow, group).set(1 if row["outcome"] == "active" else 0)
+            elif row["kind"] == "skipped":
+                self.skipped.labels(flow, row["topic"]).inc(row["partitions"])
         for group, listed_at in listed.items():
             self.delay.set_since((flow, group), listed_at)
 
@@ -111,6 +120,12 @@ class HeartbeatMetrics:
             ("source", "target"),
             registry=registry,
         )
+        self.skipped = Counter(
+            "mirror_heartbeat_records_skipped",
+            "Records of a remote heartbeats topic that do not decode and were left out",
+            ("topic",),
+            registry=registry,
+        )
         self.delay = Gauge(
             "mirror_heartbeat_replication_delay_seconds",
             "Per replication path: from the newest heartbeat's emission to its arrival on the target",
@@ -124,6 +139,8 @@ class HeartbeatMetrics:
                 self.emitted.labels(row["source"], row["target"]).inc()
             elif row["kind"] == "failed":
                 self.failed.labels(row["source"], row["target"]).inc()
+            elif row["kind"] == "skipped":
+                self.skipped.labels(row["topic"]).inc(row["count"])
             elif row["kind"] == "seen":
                 self.age.set_since((row["path"],), row["timestamp_ms"] / 1000)
                 self.delay.labels(row["path"]).set(max(0.0, (row["seen_ms"] - row["timestamp_ms"]) / 1000))

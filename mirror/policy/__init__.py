@@ -9,6 +9,7 @@ from mirror.policy.replication_policy import (
 )
 from mirror.policy.topology import (
     checkpoint_topics,
+    heartbeat_topics,
     hops_for_topic,
     remote_heartbeat_topics,
     remote_topics,
@@ -24,6 +25,7 @@ __all__ = [
     "ReplicationPolicy",
     "TopicFilter",
     "checkpoint_topics",
+    "heartbeat_topics",
     "hops_for_topic",
     "make_policy",
     "remote_heartbeat_topics",

@@ -16,6 +16,11 @@ def remote_heartbeat_topics(topics: Iterable[str], policy: ReplicationPolicy) ->
     return sorted(t for t in topics if policy.is_heartbeats_topic(t) and policy.topic_source(t) is not None)
 
 
+def heartbeat_topics(topics: Iterable[str], policy: ReplicationPolicy) -> list[str]:
+    """The cluster's own `heartbeats` and every copy of another's (MirrorClient.heartbeatTopics)."""
+    return sorted(t for t in topics if policy.is_heartbeats_topic(t))
+
+
 def upstream_clusters(topics: Iterable[str], policy: ReplicationPolicy) -> list[str]:
     """Every cluster replicating into this one, directly or not (MirrorClient.upstreamClusters)."""
     found: set[str] = set()

@@ -56,6 +56,36 @@ def plan_topics(
     return plan
 
 
+def partitions_to_copy(
+    source_partitions: Mapping[str, int],
+    target_partitions: Mapping[str, int],
+    *,
+    source_alias: str,
+    target_alias: str,
+    policy: ReplicationPolicy,
+    topic_filter: TopicFilter,
+    heartbeats_replication: bool = True,
+) -> list[tuple[str, int]]:
+    """Every selected source partition whose remote partition exists: what the copy tasks share.
+
+    Only the source's topics count, so a remote topic that exists on the target alone (left by an
+    earlier run, or made by hand) changes nothing; MM2's refreshTopicPartitions ignores it too.
+    """
+    return [
+        (topic, partition)
+        for topic in sorted(source_partitions)
+        if should_replicate_topic(
+            topic,
+            topic_filter=topic_filter,
+            policy=policy,
+            target_alias=target_alias,
+            heartbeats_replication_enabled=heartbeats_replication,
+        )
+        and (remote := policy.remote_topic(source_alias, topic)) in target_partitions
+        for partition in range(min(source_partitions[topic], target_partitions[remote]))
+    ]
+
+
 def synced_configs(source_configs: Mapping[str, str], exclude: Sequence[str]) -> dict[str, str]:
     """The source topic configs a remote topic gets: all explicitly set ones but the excluded."""
     excluded = compile_patterns(exclude)

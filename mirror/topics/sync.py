@@ -21,7 +21,13 @@ from mirror.kafka.admin import (
 )
 from mirror.kafka.clients import admin_client
 from mirror.policy import should_replicate_topic
-from mirror.topics.plan import acls_to_sync, config_changes, plan_topics, synced_configs
+from mirror.topics.plan import (
+    acls_to_sync,
+    config_changes,
+    partitions_to_copy,
+    plan_topics,
+    synced_configs,
+)
 
 log = logging.getLogger(__name__)
 VISIBLE_SECONDS = 10.0
@@ -154,13 +160,18 @@ class TopicSync:
 
     def replicated_partitions(self) -> list[tuple[str, int]]:
         """Every source partition this flow copies that exists on the target."""
-        source = list_topics(self._source_admin, what=f"source cluster {self._settings.source}")
-        target = list_topics(self._target_admin, what=f"target cluster {self._settings.target}")
-        return [
-            (topic, partition)
-            for topic, remote in self._replicated().items()
-            for partition in range(min(source[topic].partitions, target[remote].partitions))
-        ]
+        s = self._settings
+        source = list_topics(self._source_admin, what=f"source cluster {s.source}")
+        target = list_topics(self._target_admin, what=f"target cluster {s.target}")
+        return partitions_to_copy(
+            {name: t.partitions for name, t in source.items()},
+            {name: t.partitions for name, t in target.items()},
+            source_alias=s.source,
+            target_alias=s.target,
+            policy=s.policy(),
+            topic_filter=s.topic_filter(),
+            heartbeats_replication=s.heartbeats_replication,
+        )
 
     def selected_topics(self) -> list[str]:
         """Source topics this flow copies (whether or not their remote topic exists yet)."""

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from mirror.policy import DefaultReplicationPolicy, GroupFilter, TopicFilter, should_replicate_topic
+from mirror.policy import (
+    DefaultReplicationPolicy,
+    GroupFilter,
+    IdentityReplicationPolicy,
+    TopicFilter,
+    should_replicate_topic,
+)
 
 
 @pytest.mark.parametrize(
@@ -70,3 +76,58 @@ def test_internal_and_cycling_topics_are_never_replicated() -> None:
     assert not _replicates("__consumer_offsets", everything)
     assert not _replicates("B.orders", everything)
     assert _replicates("orders", everything)
+
+
+@pytest.mark.parametrize("source_alias", ["A", None])
+@pytest.mark.parametrize(
+    ("topic", "selected"),
+    [
+        # Names that look remote are plain topics under identity: no cycle to detect.
+        ("orders", True),
+        ("B.orders", True),
+        ("B.A.orders", True),
+        ("A.B.orders", True),
+        ("C.orders", True),
+        # Heartbeats keep their prefixes, so the ones that came from the target are refused.
+        ("heartbeats", True),
+        ("C.heartbeats", True),
+        ("B.heartbeats", False),
+        ("A.B.heartbeats", False),
+        ("B.A.heartbeats", False),
+    ],
+)
+def test_identity_policy_replicates_topics_named_like_remote_ones_but_not_heartbeats_from_the_target(
+    source_alias: str | None, topic: str, selected: bool
+) -> None:
+    # MirrorSourceConnectorTest.testIdentityReplication, for a flow A->B; a policy that does not
+    # know its source alias (MM2's unconfigured IdentityReplicationPolicy) decides the same.
+    replicated = should_replicate_topic(
+        topic,
+        topic_filter=TopicFilter([".*"], []),
+        policy=IdentityReplicationPolicy(source_alias),
+        target_alias="B",
+    )
+    assert replicated is selected
+
+
+def test_heartbeats_the_filter_matches_are_replicated_with_heartbeats_replication_disabled() -> None:
+    # MirrorSourceConnectorTest.testReplicatesHeartbeatsWhenDisabledButFilterAllows: switching the
+    # heartbeats rule off only stops forcing them in; the filter still selects them like any topic.
+    assert _replicates("heartbeats", TopicFilter(), heartbeats=False)
+    assert _replicates("C.heartbeats", TopicFilter(), heartbeats=False)
+    assert not _replicates("heartbeats", TopicFilter([".*"], ["heartbeats"]), heartbeats=False)
+
+
+def test_with_separator_underscore_only_underscore_prefixed_heartbeats_are_forced_in() -> None:
+    # MirrorSourceConnectorTest.testReplicatesHeartbeatsDespiteFilter (custom separator half).
+    def replicates(topic: str) -> bool:
+        return should_replicate_topic(
+            topic,
+            topic_filter=TopicFilter([], []),
+            policy=DefaultReplicationPolicy("_"),
+            target_alias="B",
+        )
+
+    assert replicates("heartbeats")
+    assert replicates("us-west_heartbeats")
+    assert not replicates("us-west.heartbeats")  # one local topic under "_", not a heartbeats topic

@@ -51,6 +51,23 @@ def test_kip_949_flag_off_keeps_dots_in_internal_topic_names() -> None:
     assert policy.remote_topic("A", "orders") == "A_orders"
 
 
+@pytest.mark.parametrize("internal_separator", [True, False])
+def test_the_heartbeats_topic_keeps_its_plain_name_whatever_the_separator(internal_separator: bool) -> None:
+    # ReplicationPolicyTest.heartbeatsTopic_shouldNotBeEffectedByInternalTopicSeparatorConfig: unlike
+    # the offset-syncs and checkpoints topics, `heartbeats` never takes the separator.
+    for policy in (
+        make_policy(
+            "default", source_alias="A", separator="__", internal_topic_separator_enabled=internal_separator
+        ),
+        make_policy(
+            "identity", source_alias="A", separator="__", internal_topic_separator_enabled=internal_separator
+        ),
+    ):
+        assert policy.heartbeats_topic() == "heartbeats"
+        assert policy.is_heartbeats_topic("heartbeats")
+        assert policy.remote_topic("A", "heartbeats") == "A__heartbeats"
+
+
 @pytest.mark.parametrize(
     ("topic", "internal"),
     [

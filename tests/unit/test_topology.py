@@ -5,6 +5,7 @@ from __future__ import annotations
 from mirror.kafka.source_offsets import encode_checkpoint_key, encode_heartbeat_key
 from mirror.policy import (
     checkpoint_topics,
+    heartbeat_topics,
     hops_for_topic,
     make_policy,
     remote_heartbeat_topics,
@@ -20,6 +21,19 @@ ON_B = ["orders", "heartbeats", "A.heartbeats", "A.C.heartbeats", "A.orders", "C
 
 def test_only_remote_heartbeats_topics_describe_the_topology() -> None:
     assert remote_heartbeat_topics(ON_B, POLICY) == ["A.C.heartbeats", "A.heartbeats"]
+
+
+def test_the_heartbeats_listing_holds_the_local_topic_and_every_copy_and_nothing_else() -> None:
+    # MirrorClientTest.heartbeatTopicsTest: what `mirror heartbeats` (MirrorClient.heartbeats) reads.
+    topics = [*ON_B, "heartbeats!", "!heartbeats", "Aheartbeats", "A-heartbeats", "A.myheartbeats"]
+    assert heartbeat_topics(topics, POLICY) == ["A.C.heartbeats", "A.heartbeats", "heartbeats"]
+    assert heartbeat_topics(["orders", "A.orders"], POLICY) == []
+
+
+def test_the_heartbeats_listing_under_identity_holds_the_local_topic_and_the_prefixed_copies() -> None:
+    identity = make_policy("identity", source_alias="A")
+    topics = ["orders", "heartbeats", "A.heartbeats", "C.A.heartbeats", "A.myheartbeats"]
+    assert heartbeat_topics(topics, identity) == ["A.heartbeats", "C.A.heartbeats", "heartbeats"]
 
 
 def test_upstream_clusters_include_clusters_behind_a_direct_upstream() -> None:
