@@ -62,12 +62,18 @@ def committed(cluster: KafkaCluster, group: str, topic: str, partitions: int = 1
 
 
 def resume(
-    cluster: KafkaCluster, group: str, topic: str, *, expected: int, quiet_seconds: float = 3.0
+    cluster: KafkaCluster,
+    group: str,
+    topic: str,
+    *,
+    expected: int,
+    quiet_seconds: float = 3.0,
+    and_commit: bool = False,
 ) -> list[bytes]:
     """What a consumer of `group` reads on `cluster` from its committed position: the values, in order.
 
     Reads until `expected` records arrived and then `quiet_seconds` without more, so extra
-    (re-read) records are counted too. Never commits.
+    (re-read) records are counted too. Commits its position at the end only if `and_commit`.
     """
     consumer = Consumer(
         cluster.properties(
@@ -92,6 +98,8 @@ def resume(
                 last_record = time.monotonic()
             elif len(values) >= expected and time.monotonic() - last_record > quiet_seconds:
                 break
+        if and_commit and values:
+            consumer.commit(asynchronous=False)
     finally:
         consumer.close()
     return values
