@@ -38,6 +38,9 @@ class PartitionCopy:
     # MM2's sync triggers, kept across transactions, and the last copied pair no sync covers yet.
     syncs: PartitionState = field(init=False)
     unsynced: tuple[int, int] | None = None
+    # The trailing pair the open transaction carries: it is of committed records, so it outlives
+    # an abort of that transaction.
+    trailing: tuple[int, int] | None = None
     # Where the previous transaction's last record landed: a re-created remote topic starts lower.
     last_downstream: int = -1
     # Seen re-created while the task ran: its stored position describes the deleted topic.
@@ -100,7 +103,12 @@ class PartitionCopy:
         at MM2's rate of syncs.
         """
         pair, self.unsynced = self.unsynced, None
+        self.trailing = pair
         return pair
+
+    def syncs_committed(self) -> None:
+        """The open transaction, and the trailing pair it carried, committed."""
+        self.trailing = None
 
     def downstream_end(self) -> int:
         """Where the last record of this partition landed on the target, as far as the task knows."""
@@ -115,9 +123,10 @@ class PartitionCopy:
         self.clear()
 
     def discard(self) -> None:
-        """The open transaction was aborted: its records, and any pair from it, never happened."""
+        """The open transaction was aborted: its records, and any pair from them, never happened.
+        A trailing pair it carried is of records committed before, so it is due again."""
         self.clear()
-        self.unsynced = None
+        self.unsynced, self.trailing = self.trailing, None
 
     def clear(self) -> None:
         self.upstream = []

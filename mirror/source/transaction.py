@@ -132,6 +132,7 @@ def _account(
             stats.truncated[f"{part.topic}:{part.partition}"] = part.truncated
             part.truncated = 0
     for part in parts:
+        part.syncs_committed()
         if part.upstream or part.moved_since_commit():
             part.committed_now()
     stats.transactions += 1

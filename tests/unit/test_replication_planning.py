@@ -79,6 +79,22 @@ def test_records_re_copied_after_an_aborted_transaction_get_a_sync_at_the_first_
     assert part.take_trailing_sync() == (19, 30)
 
 
+def test_a_trailing_sync_whose_transaction_aborted_is_sent_again_but_one_that_committed_is_not() -> None:
+    # A quiet partition's last pair goes out alone in a later transaction. If that one aborts,
+    # the records it describes are still committed and will not be copied again: without the pair,
+    # a group that read everything would translate to an older sync and re-read up to 100 records.
+    part = PartitionCopy("A->B", "t", 0, "A.t", 100)
+    part.upstream, part.downstream = list(range(10)), list(range(10))
+    assert part.take_syncs() == [(0, 0)]
+    part.committed_now()
+    assert part.take_trailing_sync() == (9, 9)
+    part.discard()
+    assert part.take_trailing_sync() == (9, 9)
+    part.syncs_committed()
+    part.discard()  # a later abort: the pair was committed meanwhile
+    assert part.take_trailing_sync() is None
+
+
 def test_an_empty_range_has_no_syncs() -> None:
     assert syncs_for_range([], 100) == []
 
