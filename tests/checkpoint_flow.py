@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from confluent_kafka.admin import AdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from mirror.client import MirrorClient
 from mirror.errors import WireFormatError
 from mirror.kafka.tail import PartitionTail
-from mirror.kafka.wire import Checkpoint
+from mirror.kafka.wire import Checkpoint, OffsetSync
 from tests.groups import committed, consume_and_commit, produce, resume
 from tests.helpers import assert_eventually, create_topic
 from tests.kafka_backends import KafkaCluster
@@ -161,3 +162,15 @@ class Flow:
 
 def values(prefix: str, start: int, stop: int) -> list[bytes]:
     return [f"{prefix}-{i}".encode() for i in range(start, stop)]
+
+
+def offset_syncs_of(cluster: KafkaCluster, syncs_topic: str, topic: str) -> list[OffsetSync]:
+    """The OffsetSyncs of `topic` in `syncs_topic` on `cluster` (none if that topic does not exist)."""
+    if syncs_topic not in AdminClient(cluster.properties()).list_topics(timeout=30).topics:
+        return []
+    tail = PartitionTail(cluster.properties(), syncs_topic)
+    try:
+        decoded = (OffsetSync.decode(record.key, record.value) for record in tail.catch_up())
+        return [sync for sync in decoded if sync.topic == topic]
+    finally:
+        tail.close()

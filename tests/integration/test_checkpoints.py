@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from mirror.kafka.wire import Heartbeat
-from tests.checkpoint_flow import Flow, values
+from tests.checkpoint_flow import Flow, offset_syncs_of, values
 from tests.groups import committed, consume_and_commit, produce
 from tests.helpers import assert_eventually, create_topic, run_mirror
 from tests.kafka_backends import KafkaCluster
@@ -38,7 +38,10 @@ def flow(
 
 
 def test_a_caught_up_group_resumes_on_the_target_with_nothing_re_read_or_skipped(flow: Flow) -> None:
-    flow.assert_a_caught_up_group_re_reads_nothing("caught-up", old=3000, new=500)
+    topic = flow.assert_a_caught_up_group_re_reads_nothing("caught-up", old=3000, new=500)
+    # Exactly-once keeps the syncs on the target (written in the copy's transactions): none on A.
+    assert offset_syncs_of(flow.target, "mm2-offset-syncs.A.internal", topic)
+    assert offset_syncs_of(flow.source, "mm2-offset-syncs.B.internal", topic) == []
 
 
 def test_a_mid_stream_group_skips_nothing_and_re_reads_less_than_one_sync_interval(flow: Flow) -> None:

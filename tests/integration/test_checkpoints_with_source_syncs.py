@@ -10,11 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka.admin import AdminClient
 
-from mirror.kafka.tail import PartitionTail
-from mirror.kafka.wire import OffsetSync
-from tests.checkpoint_flow import Flow
+from tests.checkpoint_flow import Flow, offset_syncs_of
 from tests.kafka_backends import KafkaCluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -34,24 +31,12 @@ def flow(
         running.run.cleanup()
 
 
-def _syncs_for(cluster: KafkaCluster, syncs_topic: str, topic: str) -> list[OffsetSync]:
-    """The OffsetSyncs of `topic` in `syncs_topic` on `cluster` (none if that topic does not exist)."""
-    if syncs_topic not in AdminClient(cluster.properties()).list_topics(timeout=30).topics:
-        return []
-    tail = PartitionTail(cluster.properties(), syncs_topic)
-    try:
-        decoded = (OffsetSync.decode(record.key, record.value) for record in tail.catch_up())
-        return [sync for sync in decoded if sync.topic == topic]
-    finally:
-        tail.close()
-
-
 def test_a_caught_up_group_resumes_on_the_target_with_nothing_re_read(flow: Flow) -> None:
     topic = flow.assert_a_caught_up_group_re_reads_nothing("caught-up", old=2000, new=300)
     # MM2's naming: the topic on A is named after the other cluster, B; the location the target
     # would use (mm2-offset-syncs.A.internal on B) holds nothing of this flow's topic.
-    assert _syncs_for(flow.source, "mm2-offset-syncs.B.internal", topic)
-    assert _syncs_for(flow.target, "mm2-offset-syncs.A.internal", topic) == []
+    assert offset_syncs_of(flow.source, "mm2-offset-syncs.B.internal", topic)
+    assert offset_syncs_of(flow.target, "mm2-offset-syncs.A.internal", topic) == []
 
 
 def test_a_mid_stream_group_skips_nothing_and_re_reads_less_than_one_sync_interval(flow: Flow) -> None:
