@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import socket
 import uuid
+from pathlib import Path
 
 import pytest
 
 from mirror.local import broker
+from mirror.local.broker import LOWEST_PORT, free_port
 
 
 def test_cluster_id_never_starts_with_a_dash(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -25,3 +28,14 @@ def test_cluster_id_is_22_characters_of_url_safe_base64() -> None:
 
     assert len(cluster_id) == 22
     assert set(cluster_id) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
+def test_free_ports_are_never_handed_out_twice_and_stay_out_of_the_ephemeral_range() -> None:
+    # A port from the kernel's ephemeral range can go to any client socket before the server binds it.
+    ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text(encoding="ascii").split()[0])
+    ports = [free_port() for _ in range(200)]
+    assert len(set(ports)) == len(ports)
+    assert all(LOWEST_PORT <= port < ephemeral for port in ports), sorted(ports)[-5:]
+    for port in ports[:20]:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", port))  # nothing else holds it
