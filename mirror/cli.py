@@ -10,10 +10,14 @@ import threading
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mirror import __version__
 from mirror.cli_offsets import add_offsets_commands
-from mirror.errors import MirrorError
+from mirror.errors import ConfigError, MirrorError
+
+if TYPE_CHECKING:
+    from mirror.config.models import MirrorConfig
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -125,9 +129,33 @@ def _validate(args: argparse.Namespace) -> int:
     from mirror.config import load_config, render_effective_config
 
     config = load_config(args.config)
+    _check_client_properties(config, args.config)
     print(f"# {args.config}: valid. Effective configuration, defaults included, secrets masked:")
     print(render_effective_config(config), end="")
     return 0
+
+
+def _check_client_properties(config: MirrorConfig, path: Path) -> None:
+    """librdkafka's own check of every cluster's client properties, as `mirror run` makes at start.
+
+    It builds each client without using it (milliseconds, no broker needed), so `validate` also
+    refuses what only librdkafka knows: an unknown property name, a bad value, a missing CA file.
+    """
+    from mirror.kafka.clients import check_properties
+
+    problems: list[str] = []
+    for alias, cluster in config.clusters.items():
+        roles = {
+            "admin": cluster.client_properties("admin"),
+            "producer": cluster.client_properties("producer"),
+            "consumer": cluster.client_properties("consumer"),
+        }
+        try:
+            check_properties(roles, what=f"{path}: clusters.{alias}")
+        except ConfigError as exc:
+            problems += exc.problems
+    if problems:
+        raise ConfigError(problems)
 
 
 def _acls(args: argparse.Namespace) -> int:

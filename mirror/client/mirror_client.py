@@ -15,7 +15,7 @@ from mirror.config import load_config
 from mirror.config.models import MirrorConfig
 from mirror.errors import ConfigError, KafkaClientError, WireFormatError
 from mirror.kafka.admin import list_topics
-from mirror.kafka.clients import admin_client
+from mirror.kafka.clients import admin_client, check_properties
 from mirror.kafka.tail import PartitionTail
 from mirror.kafka.wire import Checkpoint, Heartbeat
 from mirror.policy import (
@@ -53,6 +53,8 @@ class MirrorClient:
         self.alias = alias
         self._properties = dict(properties)
         self._policy = policy or make_policy("default", source_alias=None)
+        # A bad property (e.g. security.protocol: abc) is a one-line ConfigError, not a KafkaException.
+        check_properties({"admin": self._properties}, what=f"cluster {alias}")
         self._admin = admin_client(self._properties)
 
     @classmethod

@@ -49,6 +49,18 @@ def _flow_problems(file: Path, data: Mapping[str, Any], lines: Mapping[Loc, int]
     return problems
 
 
+def validation_problems(exc: ValidationError) -> list[str]:
+    """One `field: problem and fix` line per error, for a configuration that has no file lines."""
+    problems: list[str] = []
+    for error in exc.errors():
+        loc = _model_loc(error["loc"])
+        if loc:
+            problems.append(f"{_dotted(loc)}: {_problem_and_fix(error, loc)}")
+        else:  # the cross-flow check joins one line per problem
+            problems += error["msg"].removeprefix("Value error, ").splitlines()
+    return problems
+
+
 def render_effective_config(config: MirrorConfig) -> str:
     """The configuration as YAML with every secret masked, defaults included."""
     return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False, allow_unicode=True)

@@ -1,9 +1,12 @@
 """Convert an MM2 dedicated-mode `mm2.properties` into an equivalent `mm2.yaml`.
 
 Resolution follows MirrorMakerConfig: top-level keys apply to every flow (connector settings)
-or every cluster (client settings); `<A>.` keys configure cluster A; `<A>-><B>.` keys override
-for one flow. Java client properties become librdkafka ones where an equivalent exists; the rest
-is listed as not carried over, never dropped silently.
+or every cluster (security settings, below a cluster's own); `<A>.` keys configure cluster A and
+`<A>.consumer.` (producer, admin) one client role of it; `<A>-><B>.` keys override for one flow.
+Java client properties become librdkafka ones where an equivalent exists; the rest is listed as
+not carried over, never dropped silently. Only what MM2 itself applies is carried: it hands its
+replication clients security.protocol, ssl.* and sasl.* from the top and cluster levels and
+everything else only from the role level, so the imported file replicates as MM2 did.
 """
 
 from __future__ import annotations
@@ -16,7 +19,10 @@ from typing import Any
 
 import yaml
 from jproperties import Properties
+from pydantic import ValidationError
 
+from mirror.config.flow_settings import flow_settings
+from mirror.config.loader import validation_problems
 from mirror.config.models import MirrorConfig
 from mirror.errors import PropertiesImportError
 
@@ -84,9 +90,9 @@ FLOW_PROPERTIES: Mapping[str, tuple[str, Converter]] = {
     "emit.heartbeats.interval.seconds": ("emit_heartbeats_interval_seconds", float),
     "heartbeats.replication.enabled": ("heartbeats_replication", _bool),
     "replication.factor": ("replication_factor", _replication_factor),
-    "offset-syncs.topic.replication.factor": ("internal_topics_replication_factor", int),
-    "checkpoints.topic.replication.factor": ("internal_topics_replication_factor", int),
-    "heartbeats.topic.replication.factor": ("internal_topics_replication_factor", int),
+    "offset-syncs.topic.replication.factor": ("internal_topics_replication_factor", _replication_factor),
+    "checkpoints.topic.replication.factor": ("internal_topics_replication_factor", _replication_factor),
+    "heartbeats.topic.replication.factor": ("internal_topics_replication_factor", _replication_factor),
     "config.properties.exclude": ("config_properties_exclude", _list),
     "offsets.storage.topic": ("offsets_storage_topic", str.strip),
     "tasks.max": ("tasks_max", int),
@@ -97,6 +103,8 @@ FLOW_PROPERTIES: Mapping[str, tuple[str, Converter]] = {
 DEFAULT_DIFFERENCES: Mapping[str, str] = {
     "replication_factor": "MM2 creates remote topics with replication.factor 2; mirror uses the broker "
     "default (set replication_factor: 2 to keep MM2's)",
+    "internal_topics_replication_factor": "MM2 creates its internal topics with replication factor 3; "
+    "mirror uses the broker default (set internal_topics_replication_factor: 3 to keep MM2's)",
     "sync_group_offsets": "MM2 does not sync group offsets by default; mirror does "
     "(set sync_group_offsets: false)",
     "emit_checkpoints_interval_seconds": "MM2 emits checkpoints every 60 s; mirror every 5 s",
@@ -117,6 +125,23 @@ RUNTIME_ONLY: Mapping[str, str] = {
     "name": "implied by the flow name",
     "connector.class": "implied by the flow name",
 }
+
+# Plug-in classes and Java reporters: mirror has its own fixed equivalent, or none.
+PLUGIN_SETTINGS: Mapping[str, str] = {
+    "topic.filter.class": "mirror's topic filter is the topics and topics_exclude lists (DefaultTopicFilter)",
+    "group.filter.class": "mirror's group filter is the groups and groups_exclude lists (DefaultGroupFilter)",
+    "config.property.filter.class": "mirror's config filter is config_properties_exclude "
+    "(DefaultConfigPropertyFilter)",
+    "forwarding.admin.class": "mirror manages topics and ACLs with its own admin client; a ForwardingAdmin "
+    "has no equivalent",
+    "metric.reporters": "mirror serves Prometheus metrics (the metrics section); Java reporters do not apply",
+}
+
+# Connect worker storage (config, status and offsets topics of each herder).
+WORKER_STORAGE_PREFIXES = ("config.storage.", "status.storage.", "offset.storage.")
+
+# A value such as ${file:/etc/mm2/secrets.properties:password}, which MM2 resolves through a ConfigProvider.
+_PROVIDER_REFERENCE = re.compile(r"\$\{[^}]*?:[^}]*?\}")
 
 # Java client property names that librdkafka understands unchanged.
 SAME_CLIENT_PROPERTIES = frozenset(
@@ -166,6 +191,10 @@ class _Draft:
     clusters: dict[str, dict[str, Any]] = field(default_factory=dict)
     flows: dict[str, dict[str, Any]] = field(default_factory=dict)
     flow_defaults: dict[str, Any] = field(default_factory=dict)
+    # Top-level security settings, converted: Java name -> the librdkafka entries it became.
+    shared_client: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Java security settings each cluster sets itself; they win over the top-level ones.
+    cluster_client_keys: dict[str, set[str]] = field(default_factory=dict)
     exactly_once_targets: set[str] = field(default_factory=set)
     dropped: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -198,46 +227,102 @@ def import_properties(path: Path) -> ImportResult:
         if key != "clusters":
             _place(key, value, aliases, draft)
     document = _document(draft)
+    config = _validated(path, document)
+    if _match_mm2_heartbeats(config, document, draft, aliases):
+        config = _validated(path, document)
     text = (
         "# Converted by `mirror config import` from "
         + path.name
         + "\n"
         + yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
     )
-    try:
-        MirrorConfig(**document)
-    except ValueError as exc:
-        raise PropertiesImportError([f"{path}: the converted configuration is not valid: {exc}"]) from None
     return ImportResult(text, draft.dropped, draft.notes)
 
 
+def _validated(path: Path, document: dict[str, Any]) -> MirrorConfig:
+    try:
+        return MirrorConfig(**document)
+    except ValidationError as exc:
+        problems = validation_problems(exc)
+        raise PropertiesImportError(
+            [f"{path}: the converted configuration is not valid: {problem}" for problem in problems]
+        ) from None
+
+
 def _place(key: str, value: str, aliases: list[str], draft: _Draft) -> None:
+    if _PROVIDER_REFERENCE.search(value):
+        # The value is not shown: beside the reference it may hold a secret (a JAAS password).
+        draft.dropped.append(
+            f"{key}: the value holds a config-provider reference (${{provider:path:key}}), which mirror "
+            "does not resolve; write the resolved value into mm2.yaml"
+        )
+        return
+    if key == "config.providers" or key.startswith("config.providers."):
+        draft.dropped.append(f"{key}: mirror has no config providers; write resolved values into mm2.yaml")
+        return
     flow_match = _FLOW_KEY.match(key)
     if flow_match and flow_match.group(1) in aliases and flow_match.group(2) in aliases:
-        flow = f"{flow_match.group(1)}->{flow_match.group(2)}"
-        _flow_setting(key, flow_match.group(3), value, draft.flows.setdefault(flow, {}), draft)
+        source, target = flow_match.group(1), flow_match.group(2)
+        flow = draft.flows.setdefault(f"{source}->{target}", {})
+        _flow_setting(key, flow_match.group(3), value, flow, draft, pair=(source, target))
         return
     alias, _, rest = key.partition(".")
     if alias in aliases and rest:
         _cluster_setting(key, alias, rest, value, draft)
-        return
+    else:
+        _top_level_setting(key, value, aliases, draft)
+
+
+def _top_level_setting(key: str, value: str, aliases: list[str], draft: _Draft) -> None:
     if key in FLOW_PROPERTIES:
-        _flow_setting(key, key, value, draft.flow_defaults, draft)
+        _flow_setting(key, key, value, draft.flow_defaults, draft, pair=None)
     elif key == "exactly.once.source.support":
         if value.strip() == "enabled":
             draft.exactly_once_targets.update(aliases)
-    elif key in RUNTIME_ONLY:
-        draft.dropped.append(f"{key}: {RUNTIME_ONLY[key]}")
+    elif _unsupported(key):
+        draft.dropped.append(f"{key}: {_unsupported(key)}")
+    elif key.startswith(WORKER_STORAGE_PREFIXES):
+        draft.dropped.append(
+            f"{key}: a Connect worker storage setting; mirror has no config or status topics and creates "
+            "its offsets topic with internal_topics_replication_factor"
+        )
+    elif _is_security_property(key):
+        converted: dict[str, Any] = {}
+        _client_property(key, key, value, converted, draft)
+        draft.shared_client[key] = converted
     elif _is_client_property(key):
-        for cluster_alias in aliases:
-            _client_property(key, key, value, draft.clusters[cluster_alias], draft)
+        draft.dropped.append(f"{key}: {_ignored_by_mm2('the top level', 'clusters.<alias>')}")
+    elif key.partition(".")[0] in _ROLES and ".override." in key:
+        draft.dropped.append(
+            f"{key}: a Connect client override of the worker; mirror sets client properties per cluster "
+            f"(clusters.<alias>.{key.partition('.')[0]})"
+        )
+    elif key.partition(".")[0] in _ROLES:
+        draft.dropped.append(
+            f"{key}: MM2 takes client role settings per cluster (<alias>.{key}) and ignores them at the top "
+            f"level; mirror's equivalent is clusters.<alias>.{key.partition('.')[0]}"
+        )
     else:
         draft.dropped.append(f"{key}: not an MM2 setting mirror knows; check it is needed")
 
 
-def _flow_setting(key: str, name: str, value: str, target: dict[str, Any], draft: _Draft) -> None:
-    if name in RUNTIME_ONLY:
-        draft.dropped.append(f"{key}: {RUNTIME_ONLY[name]}")
+def _unsupported(name: str) -> str | None:
+    return RUNTIME_ONLY.get(name) or PLUGIN_SETTINGS.get(name)
+
+
+def _ignored_by_mm2(level: str, cluster: str) -> str:
+    return (
+        f"MM2 hands its replication clients only security.protocol, ssl.* and sasl.* from {level}, so "
+        f"this had no effect there; to apply it in mirror, set it under {cluster}.consumer, .producer "
+        "or .admin"
+    )
+
+
+def _flow_setting(
+    key: str, name: str, value: str, target: dict[str, Any], draft: _Draft, *, pair: tuple[str, str] | None
+) -> None:
+    if _unsupported(name):
+        draft.dropped.append(f"{key}: {_unsupported(name)}")
         return
     if name == "exactly.once.support":
         if value.strip() == "required":
@@ -245,13 +330,48 @@ def _flow_setting(key: str, name: str, value: str, target: dict[str, Any], draft
         return
     mapping = FLOW_PROPERTIES.get(name)
     if mapping is None:
-        draft.dropped.append(f"{key}: no mirror flow setting corresponds to {name!r}")
+        reason = _per_flow_client_setting(name, pair) if pair else None
+        draft.dropped.append(f"{key}: {reason or f'no mirror flow setting corresponds to {name!r}'}")
         return
     yaml_key, convert = mapping
     try:
-        target[yaml_key] = convert(value)
+        converted = convert(value)
     except ValueError as exc:
         draft.dropped.append(f"{key}: {exc}")
+        return
+    if yaml_key == "internal_topics_replication_factor" and target.get(yaml_key, converted) != converted:
+        draft.dropped.append(
+            f"{key}: mirror creates all its internal topics with one internal_topics_replication_factor, "
+            f"already {target[yaml_key]} from another *.topic.replication.factor; kept that"
+        )
+        return
+    target[yaml_key] = converted
+
+
+def _per_flow_client_setting(name: str, pair: tuple[str, str]) -> str | None:
+    """Why a connector-level client setting (`consumer.x`, `source.admin.x`, ...) is not carried."""
+    source, target = pair
+    scope, _, rest = name.partition(".")
+    if scope in ("source", "target"):
+        aliases = [source if scope == "source" else target]
+        role, _, prop = rest.partition(".")
+        section = "properties" if role == "cluster" else role
+        if section not in (*_ROLES, "properties") or not prop:
+            return None
+    elif scope in _ROLES and rest:
+        # MM2 gives connector-level consumer.* to the consumers of both clusters, and so on.
+        aliases, section, prop = [source, target], scope, rest
+    elif _is_client_property(name):
+        return f"MM2 does not hand a flow-level {name} to its clients; set it per cluster in mirror"
+    else:
+        return None
+    if prop == "bootstrap.servers":
+        return f"set bootstrap_servers of clusters.{aliases[0]} instead"
+    where = " and ".join(f"clusters.{alias}.{section}" for alias in aliases)
+    return (
+        f"mirror sets client properties per cluster, not per flow; put {prop} under {where} "
+        "(it then applies to every flow of that cluster)"
+    )
 
 
 def _cluster_setting(key: str, alias: str, rest: str, value: str, draft: _Draft) -> None:
@@ -269,11 +389,21 @@ def _cluster_setting(key: str, alias: str, rest: str, value: str, draft: _Draft)
         if value.strip() == "enabled":
             draft.exactly_once_targets.add(alias)
         return
-    if _is_client_property(rest):
+    if _is_security_property(rest):
+        draft.cluster_client_keys.setdefault(alias, set()).add(rest)
         _client_property(key, rest, value, cluster.setdefault("properties", {}), draft)
-        return
-    reason = RUNTIME_ONLY.get(rest, "a Connect worker setting with no mirror equivalent")
-    draft.dropped.append(f"{key}: {reason}")
+    elif rest in DROPPED_CLIENT_PROPERTIES:
+        draft.dropped.append(f"{key}: {DROPPED_CLIENT_PROPERTIES[rest]}")
+    elif _is_client_property(rest):
+        draft.dropped.append(f"{key}: {_ignored_by_mm2('the cluster level', f'clusters.{alias}')}")
+    else:
+        reason = _unsupported(rest) or "a Connect worker setting with no mirror equivalent"
+        draft.dropped.append(f"{key}: {reason}")
+
+
+def _is_security_property(name: str) -> bool:
+    """What MM2 hands its clients from the top and cluster levels (MirrorClientConfig's client settings)."""
+    return name == "security.protocol" or name.startswith(("ssl.", "sasl."))
 
 
 def _is_client_property(name: str) -> bool:
@@ -305,15 +435,23 @@ def _client_property(key: str, name: str, value: str, target: dict[str, Any], dr
     )
 
 
+def _cluster_document(alias: str, cluster: dict[str, Any], draft: _Draft) -> dict[str, Any]:
+    if "bootstrap_servers" not in cluster:
+        raise PropertiesImportError(
+            [f"cluster {alias}: no {alias}.bootstrap.servers in the properties file; add it"]
+        )
+    bootstrap = cluster.pop("bootstrap_servers")
+    # Top-level security settings apply where the cluster does not set the same Java property itself.
+    properties = cluster.setdefault("properties", {})
+    for java_name, entries in draft.shared_client.items():
+        if java_name not in draft.cluster_client_keys.get(alias, set()):
+            for name, value in entries.items():
+                properties.setdefault(name, value)
+    return {"bootstrap_servers": bootstrap, **{k: v for k, v in cluster.items() if v}}
+
+
 def _document(draft: _Draft) -> dict[str, Any]:
-    clusters: dict[str, Any] = {}
-    for alias, cluster in draft.clusters.items():
-        if "bootstrap_servers" not in cluster:
-            raise PropertiesImportError(
-                [f"cluster {alias}: no {alias}.bootstrap.servers in the properties file; add it"]
-            )
-        bootstrap = cluster.pop("bootstrap_servers")
-        clusters[alias] = {"bootstrap_servers": bootstrap, **{k: v for k, v in cluster.items() if v}}
+    clusters = {alias: _cluster_document(alias, cluster, draft) for alias, cluster in draft.clusters.items()}
     flows: dict[str, Any] = {}
     for name, settings in draft.flows.items():
         # MM2 runs a flow only with <A>-><B>.enabled=true.
@@ -329,9 +467,8 @@ def _document(draft: _Draft) -> dict[str, Any]:
                 f"{name}: MM2 ran this flow at-least-once; mirror runs it exactly-once by default "
                 "(set exactly_once: false to keep at-least-once)"
             )
-        if flow.get("emit_offset_syncs") is False and "sync_group_offsets" not in flow:
-            # MM2's default, made explicit: mirror's (on) needs offset syncs and would be refused.
-            flow["sync_group_offsets"] = False
+        if flow.get("emit_offset_syncs") is False:
+            _without_offset_syncs(name, flow, draft)
         for yaml_key, note in DEFAULT_DIFFERENCES.items():
             if yaml_key not in flow:
                 draft.notes.append(f"{name}: {note}")
@@ -341,3 +478,72 @@ def _document(draft: _Draft) -> dict[str, Any]:
             "no <A>-><B>.* settings found, so no flow was written; MM2 would replicate nothing either"
         )
     return {"clusters": clusters, "flows": flows}
+
+
+def _without_offset_syncs(name: str, flow: dict[str, Any], draft: _Draft) -> None:
+    """Write down what MM2 runs for a flow with offset syncs off, where the file leaves it implicit."""
+    if "sync_group_offsets" not in flow:
+        # MM2's default, made explicit: mirror's (on) needs offset syncs and would be refused.
+        flow["sync_group_offsets"] = False
+    if "emit_checkpoints" not in flow:
+        # MM2's checkpoints default on, so its checkpoint connector fails validation and the flow runs
+        # without it (Dedicated.testClusterWithEmitOffsetDisabled). Set explicitly, both stay and the
+        # file is refused: the user asked for checkpoints that cannot be made.
+        flow["emit_checkpoints"] = False
+        draft.notes.append(
+            f"{name}: emit.offset-syncs.enabled is false, so MM2 ran this flow without its checkpoint "
+            "connector (it fails validation); written emit_checkpoints: false"
+        )
+
+
+def _match_mm2_heartbeats(
+    config: MirrorConfig, document: dict[str, Any], draft: _Draft, aliases: list[str]
+) -> bool:
+    """Line mirror's heartbeats up with MM2's; True if a flow was added to `document`.
+
+    MM2 emits heartbeats X->Y into Y for every pair whose emit.heartbeats.enabled is on (the pair's,
+    else the top-level one, else true), with or without a flow X->Y. mirror emits them beside an
+    enabled flow: X->Y's own, or flow Y->X's `reverse_heartbeats`.
+    """
+    default = draft.flow_defaults.get("emit_heartbeats", True)
+    mm2_pairs = {
+        (source, target)
+        for source in aliases
+        for target in aliases
+        if source != target and draft.flows.get(f"{source}->{target}", {}).get("emit_heartbeats", default)
+    }
+    emitted = _heartbeat_pairs(config)
+    added = False
+    for source, target in sorted(emitted - mm2_pairs):
+        # Only a reverse emission can be extra, and only when flow source->target is not written:
+        # written disabled with heartbeats off, it tells the flow target->source to emit none.
+        name = f"{source}->{target}"
+        if name not in document["flows"]:
+            document["flows"][name] = {**draft.flow_defaults, "enabled": False, "emit_heartbeats": False}
+            draft.notes.append(
+                f"{name}: written disabled with emit_heartbeats: false, as MM2 emits no heartbeats "
+                f"{name} here; without it the flow {target}->{source} would"
+            )
+            added = True
+    missing = sorted(mm2_pairs - emitted)  # what was added above removed only pairs MM2 does not emit
+    if missing:
+        pairs = ", ".join(f"{source}->{target}" for source, target in missing)
+        draft.notes.append(
+            f"heartbeats {pairs}: MM2 emits them (its heartbeats-only herders, one per cluster pair with "
+            "heartbeats on); mirror emits heartbeats only beside an enabled flow between the two clusters, "
+            "so these are not emitted"
+        )
+    return added
+
+
+def _heartbeat_pairs(config: MirrorConfig) -> set[tuple[str, str]]:
+    """(source, target) of every heartbeat mirror emits for `config`, as `mirror run` would."""
+    pairs = set()
+    for source, target, flow in config.flow_endpoints():
+        if flow.enabled:
+            settings = flow_settings(config, source, target, flow)
+            if settings.emit_heartbeats:
+                pairs.add((source, target))
+            if settings.reverse_heartbeats:
+                pairs.add((target, source))
+    return pairs

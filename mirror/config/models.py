@@ -43,6 +43,7 @@ class _Model(BaseModel):
 
 
 ClientProperties = dict[str, str | SecretStr]
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
 def _protect_secrets(properties: dict[str, Any]) -> ClientProperties:
@@ -106,6 +107,19 @@ class ClusterConfig(_Model):
             raise ValueError(
                 f"auto.offset.reset {reset!r} is not earliest or latest; use earliest (copy a new "
                 "partition from its first record) or latest (copy only records written after it is found)"
+            )
+        return value
+
+    @field_validator("properties", "consumer", "producer", "admin")
+    @classmethod
+    def _known_security_protocol(cls, value: ClientProperties) -> ClientProperties:
+        # Kafka (and librdkafka) take the protocol in any case; anything else is refused here, so
+        # `mirror validate` and every command that loads the file say so in one line.
+        protocol = value.get("security.protocol")
+        if isinstance(protocol, str) and protocol.upper() not in SECURITY_PROTOCOLS:
+            raise ValueError(
+                f"security.protocol {protocol!r} is not a Kafka security protocol; use one of "
+                f"{', '.join(SECURITY_PROTOCOLS)} (any case)"
             )
         return value
 

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from mirror.cli import main
+from mirror.client import MirrorClient
 from mirror.config import load_config
-from mirror.config.models import MirrorConfig
+from mirror.config.models import ClusterConfig, MirrorConfig
 from mirror.errors import ConfigError
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "bad_configs"
@@ -69,7 +70,8 @@ def test_validate_prints_effective_config_with_secrets_masked(
         "clusters:\n"
         "  A:\n"
         "    bootstrap_servers: 127.0.0.1:9092\n"
-        "    properties: {security.protocol: SASL_PLAINTEXT, sasl.username: u, sasl.password: hunter2}\n"
+        "    properties: {security.protocol: SASL_PLAINTEXT, sasl.mechanism: PLAIN, sasl.username: u,\n"
+        "                 sasl.password: hunter2}\n"
         "  B: {bootstrap_servers: 127.0.0.1:9093}\n"
         "flows:\n"
         "  A->B: {topics: [orders]}\n",
@@ -129,3 +131,124 @@ def test_load_config_raises_config_error_listing_problems() -> None:
     with pytest.raises(ConfigError) as caught:
         load_config(FIXTURES / "19-several-problems.yaml")
     assert len(caught.value.problems) == 3
+
+
+def test_each_client_role_takes_the_cluster_properties_then_its_own_overrides() -> None:
+    # MirrorConnectorConfigTest.testSourceConsumerConfig(WithSourcePrefix), .testSourceProducerConfig,
+    # .testSourceAdminConfig, .testTargetAdminConfig: a role setting wins over the cluster's, and
+    # never leaks into another role.
+    cluster = ClusterConfig(
+        bootstrap_servers="a1:9092,a2:9092",
+        properties={"security.protocol": "SSL", "client.id": "cluster", "sasl.password": "s3cret"},
+        consumer={"max.poll.interval.ms": "120000", "client.id": "consumer"},
+        producer={"acks": "1", "security.protocol": "PLAINTEXT"},
+        admin={"connections.max.idle.ms": "10000"},
+    )
+    shared = {"bootstrap.servers": "a1:9092,a2:9092", "security.protocol": "SSL", "sasl.password": "s3cret"}
+    assert cluster.client_properties("consumer") == {
+        **shared,
+        "client.id": "consumer",
+        "max.poll.interval.ms": "120000",
+    }
+    assert cluster.client_properties("producer") == {
+        **shared,
+        "client.id": "cluster",
+        "acks": "1",
+        "security.protocol": "PLAINTEXT",
+    }
+    assert cluster.client_properties("admin") == {
+        **shared,
+        "client.id": "cluster",
+        "connections.max.idle.ms": "10000",
+    }
+
+
+def _write(tmp_path: Path, properties: str) -> Path:
+    path = tmp_path / "mm2.yaml"
+    path.write_text(
+        "clusters:\n"
+        f"  A: {{bootstrap_servers: 127.0.0.1:9092, {properties}}}\n"
+        "  B: {bootstrap_servers: 127.0.0.1:9093}\n"
+        "flows: {A->B: {}}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_security_protocol_is_accepted_in_any_case_and_kept_as_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # MirrorMakerConfigTest.testCaseInsensitiveSecurityProtocol,
+    # MirrorConnectorConfigTest.testCaseInsensitiveSecurityProtocol: as Kafka and librdkafka do.
+    path = _write(
+        tmp_path,
+        "properties: {security.protocol: sasl_ssl, sasl.mechanism: PLAIN, sasl.username: u, "
+        "sasl.password: p}, admin: {security.protocol: Sasl_Plaintext}",
+    )
+    cluster = load_config(path).clusters["A"]
+    assert cluster.client_properties("consumer")["security.protocol"] == "sasl_ssl"
+    assert cluster.client_properties("admin")["security.protocol"] == "Sasl_Plaintext"
+    assert main(["validate", str(path)]) == 0  # librdkafka's own check passes too
+    assert "security.protocol: sasl_ssl" in capsys.readouterr().out
+
+
+def test_an_invalid_security_protocol_in_a_role_is_one_line_naming_the_role(tmp_path: Path) -> None:
+    # MirrorConnectorConfigTest.testInvalidSecurityProtocol, for the file `mirror run` loads.
+    with pytest.raises(ConfigError) as caught:
+        load_config(_write(tmp_path, "producer: {security.protocol: SASL}"))
+    [problem] = caught.value.problems
+    assert ":2: clusters.A.producer: security.protocol 'SASL' is not a Kafka security protocol" in problem
+
+
+def test_mirror_client_refuses_an_invalid_security_protocol_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # MirrorMakerConfigTest.testClientInvalidSecurityProtocol: from a file, from properties given
+    # directly, and through a command built on MirrorClient. No broker is contacted.
+    path = _write(tmp_path, "properties: {security.protocol: abc}")
+    with pytest.raises(ConfigError, match=r"clusters\.A\.properties: security\.protocol 'abc'"):
+        MirrorClient.from_config(path, "A")
+    with pytest.raises(ConfigError) as caught:
+        MirrorClient("A", {"bootstrap.servers": "127.0.0.1:9092", "security.protocol": "abc"})
+    [problem] = caught.value.problems
+    assert problem.startswith("cluster A: admin client properties: ")
+    assert 'Invalid value "abc" for configuration property "security.protocol"' in problem
+    assert main(["topology", "--cluster", "A", "-c", str(path)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert "security.protocol 'abc' is not a Kafka security protocol" in line
+
+
+def test_mirror_client_accepts_a_lower_case_security_protocol() -> None:
+    # MirrorMakerConfigTest.testCaseInsensitiveSecurityProtocol for the client: building it
+    # checks the properties with librdkafka and contacts no broker.
+    properties = {
+        "bootstrap.servers": "127.0.0.1:9092",
+        "security.protocol": "sasl_plaintext",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "u",
+        "sasl.password": "p",
+    }
+    assert MirrorClient("A", properties).alias == "A"
+
+
+def test_validate_refuses_client_properties_librdkafka_rejects_in_one_line_per_cluster(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `mirror run` makes this check at start; `mirror validate` makes it too, so "valid" means the
+    # run will not refuse the file's client properties.
+    path = tmp_path / "mm2.yaml"
+    path.write_text(
+        "clusters:\n"
+        "  A: {bootstrap_servers: 127.0.0.1:9092, properties: {fetch.min.byte: '1'}}\n"
+        "  B: {bootstrap_servers: 127.0.0.1:9093, producer: {acks: sometimes}}\n"
+        "flows: {A->B: {}}\n",
+        encoding="utf-8",
+    )
+    assert main(["validate", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    first, second = err.splitlines()
+    assert first.startswith(f"mirror: {path}: clusters.A: admin client properties: ")
+    assert 'No such configuration property: "fetch.min.byte"; fix or remove it' in first
+    assert second.startswith(f"mirror: {path}: clusters.B: producer client properties: ")
+    assert 'Invalid value for configuration property "request.required.acks"' in second

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import pytest
 import yaml
 
 from mirror.cli import main
 from mirror.config import load_config
-from mirror.config.mm2_properties import import_properties
+from mirror.config.flow_settings import flow_settings
+from mirror.config.mm2_properties import ImportResult, import_properties
+from mirror.config.models import MirrorConfig
 from mirror.errors import PropertiesImportError
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "mm2_properties" / "dedicated.properties"
+ROLES: tuple[Literal["consumer", "producer", "admin"], ...] = ("consumer", "producer", "admin")
 
 
 @pytest.fixture(scope="module")
@@ -126,3 +130,232 @@ def test_a_disabled_flow_is_not_checked_for_offset_syncs(tmp_path: Path) -> None
         encoding="utf-8",
     )
     assert load_config(path).flows["A->B"].enabled is False
+
+
+def _convert(tmp_path: Path, text: str) -> tuple[MirrorConfig, ImportResult]:
+    """`text` as an mm2.properties file, imported and loaded as `mirror run` would load it."""
+    properties = tmp_path / "mm2.properties"
+    properties.write_text(text, encoding="utf-8")
+    result = import_properties(properties)
+    converted = tmp_path / "mm2.yaml"
+    converted.write_text(result.yaml, encoding="utf-8")
+    return load_config(converted), result
+
+
+def _reasons(result: ImportResult) -> dict[str, str]:
+    return dict(entry.split(": ", 1) for entry in result.not_carried_over)
+
+
+TWO_CLUSTERS = "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n"
+
+
+def test_use_defaults_from_becomes_the_flows_use_defaults_from(tmp_path: Path) -> None:
+    config, _ = _convert(
+        tmp_path,
+        TWO_CLUSTERS + "use.defaults.from = source\nA->B.enabled = true\n"
+        "B->A.enabled = true\nB->A.use.defaults.from = target\n",
+    )
+    assert config.flows["A->B"].use_defaults_from == "source"
+    assert config.flows["B->A"].use_defaults_from == "target"
+
+
+def test_an_unknown_use_defaults_from_is_refused_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "mm2.properties"
+    path.write_text(TWO_CLUSTERS + "A->B.enabled = true\nuse.defaults.from = sideways\n", encoding="utf-8")
+    with pytest.raises(PropertiesImportError) as caught:
+        import_properties(path)
+    [problem] = caught.value.problems
+    assert "flows.A->B.use_defaults_from: 'sideways' is not allowed; use 'target' or 'source'" in problem
+
+
+def test_top_level_security_settings_reach_every_cluster_below_its_own_and_its_roles(tmp_path: Path) -> None:
+    # MirrorMakerConfigTest.testClusterConfigProperties and .testClientConfigProperties: a role
+    # setting beats the cluster's, which beats the top level's.
+    config, _ = _convert(
+        tmp_path,
+        TWO_CLUSTERS + "A->B.enabled = true\n"
+        "security.protocol = SSL\nsasl.mechanism = PLAIN\n"
+        'sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required username="top" '
+        'password="top-secret";\n'
+        "A.security.protocol = PLAINTEXT\nA.producer.security.protocol = SSL\n"
+        'A.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required username="a" '
+        'password="a-secret";\n',
+    )
+    a, b = config.clusters["A"], config.clusters["B"]
+    assert a.client_properties("admin")["security.protocol"] == "PLAINTEXT"
+    assert a.client_properties("consumer")["security.protocol"] == "PLAINTEXT"
+    assert a.client_properties("producer")["security.protocol"] == "SSL"
+    assert {role: b.client_properties(role)["security.protocol"] for role in ROLES} == dict.fromkeys(
+        ROLES, "SSL"
+    )
+    assert (a.client_properties("admin")["sasl.username"], a.client_properties("admin")["sasl.password"]) == (
+        "a",
+        "a-secret",
+    )
+    assert (b.client_properties("admin")["sasl.username"], b.client_properties("admin")["sasl.password"]) == (
+        "top",
+        "top-secret",
+    )
+    assert (
+        a.client_properties("consumer")["sasl.mechanism"] == b.client_properties("consumer")["sasl.mechanism"]
+    )
+    assert a.client_properties("consumer")["bootstrap.servers"] == "a:9092"
+
+
+def test_client_settings_mm2_ignores_at_top_and_cluster_level_are_reported_not_carried(
+    tmp_path: Path,
+) -> None:
+    # Deliberate: MM2 gives its replication clients only security.protocol, ssl.* and sasl.* from
+    # these levels, so carrying e.g. A.auto.offset.reset=latest would make mirror skip records MM2
+    # copied. The role level (A.consumer.*) is where client settings take effect in both.
+    config, result = _convert(
+        tmp_path,
+        TWO_CLUSTERS + "A->B.enabled = true\nfetch.min.bytes = 1\nA.auto.offset.reset = latest\n"
+        "A.producer.linger.ms = 7\nconsumer.max.poll.interval.ms = 1\n",
+    )
+    reasons = _reasons(result)
+    assert "only security.protocol, ssl.* and sasl.*" in reasons["fetch.min.bytes"]
+    assert "clusters.A.consumer, .producer or .admin" in reasons["A.auto.offset.reset"]
+    assert "clusters.<alias>.consumer" in reasons["consumer.max.poll.interval.ms"]
+    a = config.clusters["A"]
+    assert "fetch.min.bytes" not in a.client_properties("consumer")
+    assert "auto.offset.reset" not in a.client_properties("consumer")
+    assert a.client_properties("producer")["linger.ms"] == "7"
+
+
+def test_config_provider_references_are_reported_and_never_carried(tmp_path: Path) -> None:
+    # MirrorMakerConfigTest.testClientConfigProperties (secrets through a ConfigProvider) and
+    # .testLazyConfigResolution: mirror resolves no providers, so it carries neither the placeholder
+    # (librdkafka would take it as the password) nor the provider setup.
+    config, result = _convert(
+        tmp_path,
+        TWO_CLUSTERS + "A->B.enabled = true\nconfig.providers = vault\n"
+        "config.providers.vault.class = com.example.VaultConfigProvider\n"
+        "ssl.key.password = ${vault:secret/mm2:key}\n"
+        "A.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="${file:/etc/mm2/secrets.properties:username}" password="a-secret";\n'
+        "A->B.topics = ${vault:secret/mm2:topics}\n",
+    )
+    reasons = _reasons(result)
+    unresolved = "holds a config-provider reference (${provider:path:key}), which mirror does not resolve"
+    for key in ("ssl.key.password", "A.sasl.jaas.config", "A->B.topics"):
+        assert unresolved in reasons[key], key
+    assert "a-secret" not in "\n".join(result.not_carried_over)
+    for key in ("config.providers", "config.providers.vault.class"):
+        assert "mirror has no config providers" in reasons[key]
+    properties = config.clusters["A"].client_properties("admin")
+    assert "ssl.key.password" not in properties
+    assert "sasl.password" not in properties
+    assert config.flows["A->B"].topics == [".*"]
+
+
+def test_flow_level_client_settings_are_reported_with_the_cluster_section_that_takes_them(
+    tmp_path: Path,
+) -> None:
+    # MirrorConnectorConfigTest's prefixes (consumer., source.consumer., target.admin., ...) as
+    # <A>-><B>. keys: mirror has client properties per cluster only.
+    config, result = _convert(
+        tmp_path,
+        TWO_CLUSTERS + "A->B.enabled = true\nA->B.consumer.max.poll.interval.ms = 120000\n"
+        "A->B.source.consumer.auto.offset.reset = latest\nA->B.target.admin.connections.max.idle.ms = 1\n"
+        "A->B.source.cluster.security.protocol = SSL\nA->B.security.protocol = SSL\n",
+    )
+    reasons = _reasons(result)
+    assert (
+        "under clusters.A.consumer and clusters.B.consumer" in reasons["A->B.consumer.max.poll.interval.ms"]
+    )
+    assert (
+        "put auto.offset.reset under clusters.A.consumer "
+        in reasons["A->B.source.consumer.auto.offset.reset"]
+    )
+    assert "under clusters.B.admin " in reasons["A->B.target.admin.connections.max.idle.ms"]
+    assert "under clusters.A.properties " in reasons["A->B.source.cluster.security.protocol"]
+    assert "does not hand a flow-level security.protocol to its clients" in reasons["A->B.security.protocol"]
+    assert "max.poll.interval.ms" not in config.clusters["A"].client_properties("consumer")
+    assert flow_settings(config, "A", "B", config.flows["A->B"]).auto_offset_reset == "earliest"
+
+
+@pytest.mark.parametrize(
+    ("line", "fields"),
+    [
+        pytest.param(
+            "security.protocol = abc", ["clusters.A.properties", "clusters.B.properties"], id="top-level"
+        ),
+        # MirrorMakerConfigTest.testWorkerConfigs sets this; MM2's worker would refuse it at start.
+        pytest.param("B.producer.security.protocol = SASL", ["clusters.B.producer"], id="role-level"),
+    ],
+)
+def test_an_invalid_security_protocol_is_refused_in_one_line_per_cluster_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str, fields: list[str]
+) -> None:
+    # MirrorMakerConfigTest.testInvalidSecurityProtocol.
+    path = tmp_path / "mm2.properties"
+    path.write_text(TWO_CLUSTERS + f"A->B.enabled = true\n{line}\n", encoding="utf-8")
+    assert main(["config", "import", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    errors = err.splitlines()
+    assert len(errors) == len(fields), err
+    for error, field in zip(errors, fields, strict=True):
+        assert error.startswith(f"mirror: {path}: the converted configuration is not valid: {field}: ")
+        assert "security.protocol" in error
+        assert (
+            "is not a Kafka security protocol; use one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL" in error
+        )
+
+
+def test_an_unknown_offset_syncs_location_is_refused_in_one_line(tmp_path: Path) -> None:
+    # MirrorSourceConfigTest.testOffsetSyncsTopic (the invalid location).
+    path = tmp_path / "mm2.properties"
+    path.write_text(
+        TWO_CLUSTERS + "A->B.enabled = true\noffset-syncs.topic.location = something\n", encoding="utf-8"
+    )
+    with pytest.raises(PropertiesImportError) as caught:
+        import_properties(path)
+    [problem] = caught.value.problems
+    assert (
+        "flows.A->B.offset_syncs_topic_location: 'something' is not allowed; use 'source' or 'target'"
+        in problem
+    )
+
+
+def test_checkpoints_asked_for_without_offset_syncs_are_refused_in_one_line(tmp_path: Path) -> None:
+    # MirrorCheckpointConfigTest.testValidateIfConnectorEnabled: set explicitly, checkpoints that
+    # cannot be made are an error (Δ: MM2 refuses its checkpoint connector only, mirror the flow).
+    path = tmp_path / "mm2.properties"
+    path.write_text(
+        TWO_CLUSTERS
+        + "A->B.enabled = true\nemit.offset-syncs.enabled = false\nemit.checkpoints.enabled = true\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(PropertiesImportError) as caught:
+        import_properties(path)
+    [problem] = caught.value.problems
+    assert "flows.A->B: emit_offset_syncs is false" in problem
+
+
+def test_offset_syncs_off_writes_checkpoints_off_as_mm2_runs_such_a_flow(tmp_path: Path) -> None:
+    # DedicatedMirrorIntegrationTest.testClusterWithEmitOffsetDisabled sets only
+    # emit.offset-syncs.enabled=false: MM2's checkpoint connector fails validation and the flow
+    # copies without it, which is what the import writes.
+    config, result = _convert(
+        tmp_path, TWO_CLUSTERS + "A->B.enabled = true\nemit.offset-syncs.enabled = false\n"
+    )
+    flow = config.flows["A->B"]
+    assert (flow.emit_offset_syncs, flow.emit_checkpoints, flow.sync_group_offsets) == (False, False, False)
+    assert any("without its checkpoint connector" in note for note in result.notes)
+
+
+def test_internal_topic_replication_factors_fold_into_one_and_a_conflict_is_reported(tmp_path: Path) -> None:
+    config, result = _convert(
+        tmp_path,
+        TWO_CLUSTERS + "A->B.enabled = true\ncheckpoints.topic.replication.factor = 3\n"
+        "heartbeats.topic.replication.factor = 3\noffset-syncs.topic.replication.factor = 1\n"
+        "B->A.enabled = true\nB->A.checkpoints.topic.replication.factor = -1\n",
+    )
+    assert config.flows["A->B"].internal_topics_replication_factor == 3
+    assert config.flows["B->A"].internal_topics_replication_factor is None  # -1: the broker default
+    assert (
+        "already 3 from another *.topic.replication.factor; kept that"
+        in _reasons(result)["offset-syncs.topic.replication.factor"]
+    )
