@@ -206,3 +206,16 @@ def flow_settings(
         reverse_heartbeats=flow.emit_heartbeats
         and (reverse is None or (not reverse.enabled and reverse.emit_heartbeats)),
     )
+
+
+def heartbeat_pairs(config: MirrorConfig) -> set[tuple[str, str]]:
+    """(source, target) of every heartbeat the enabled flows of `config` emit when run."""
+    pairs = set()
+    for source, target, flow in config.flow_endpoints():
+        if flow.enabled:
+            settings = flow_settings(config, source, target, flow)
+            if settings.emit_heartbeats:
+                pairs.add((source, target))
+            if settings.reverse_heartbeats:
+                pairs.add((target, source))
+    return pairs

@@ -21,7 +21,7 @@ import yaml
 from jproperties import Properties
 from pydantic import ValidationError
 
-from mirror.config.flow_settings import flow_settings
+from mirror.config.flow_settings import heartbeat_pairs
 from mirror.config.loader import validation_problems
 from mirror.config.models import MirrorConfig
 from mirror.errors import PropertiesImportError
@@ -512,7 +512,7 @@ def _match_mm2_heartbeats(
         for target in aliases
         if source != target and draft.flows.get(f"{source}->{target}", {}).get("emit_heartbeats", default)
     }
-    emitted = _heartbeat_pairs(config)
+    emitted = heartbeat_pairs(config)
     added = False
     for source, target in sorted(emitted - mm2_pairs):
         # Only a reverse emission can be extra, and only when flow source->target is not written:
@@ -534,16 +534,3 @@ def _match_mm2_heartbeats(
             "so these are not emitted"
         )
     return added
-
-
-def _heartbeat_pairs(config: MirrorConfig) -> set[tuple[str, str]]:
-    """(source, target) of every heartbeat mirror emits for `config`, as `mirror run` would."""
-    pairs = set()
-    for source, target, flow in config.flow_endpoints():
-        if flow.enabled:
-            settings = flow_settings(config, source, target, flow)
-            if settings.emit_heartbeats:
-                pairs.add((source, target))
-            if settings.reverse_heartbeats:
-                pairs.add((target, source))
-    return pairs

@@ -37,15 +37,8 @@ def plan_topics(
     Never shrinks or deletes (as MM2): a remote topic with more partitions is left alone.
     """
     plan = TopicPlan()
-    for topic in sorted(source_partitions):
-        if not should_replicate_topic(
-            topic,
-            topic_filter=topic_filter,
-            policy=policy,
-            target_alias=target_alias,
-            heartbeats_replication_enabled=heartbeats_replication,
-        ):
-            continue
+    selected = _selected(source_partitions, target_alias, policy, topic_filter, heartbeats_replication)
+    for topic in selected:
         remote = policy.remote_topic(source_alias, topic)
         partitions = source_partitions[topic]
         existing = target_partitions.get(remote)
@@ -71,8 +64,25 @@ def partitions_to_copy(
     Only the source's topics count, so a remote topic that exists on the target alone (left by an
     earlier run, or made by hand) changes nothing; MM2's refreshTopicPartitions ignores it too.
     """
+    selected = _selected(source_partitions, target_alias, policy, topic_filter, heartbeats_replication)
     return [
         (topic, partition)
+        for topic in selected
+        if (remote := policy.remote_topic(source_alias, topic)) in target_partitions
+        for partition in range(min(source_partitions[topic], target_partitions[remote]))
+    ]
+
+
+def _selected(
+    source_partitions: Mapping[str, int],
+    target_alias: str,
+    policy: ReplicationPolicy,
+    topic_filter: TopicFilter,
+    heartbeats_replication: bool,
+) -> list[str]:
+    """The source topics the flow replicates, sorted."""
+    return [
+        topic
         for topic in sorted(source_partitions)
         if should_replicate_topic(
             topic,
@@ -81,8 +91,6 @@ def partitions_to_copy(
             target_alias=target_alias,
             heartbeats_replication_enabled=heartbeats_replication,
         )
-        and (remote := policy.remote_topic(source_alias, topic)) in target_partitions
-        for partition in range(min(source_partitions[topic], target_partitions[remote]))
     ]
 
 

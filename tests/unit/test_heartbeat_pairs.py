@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from mirror.config import load_config
-from mirror.config.flow_settings import flow_settings
+from mirror.config.flow_settings import flow_settings, heartbeat_pairs
 from mirror.config.mm2_properties import ImportResult, import_properties
 from mirror.config.models import MirrorConfig
 
@@ -24,19 +24,6 @@ Pair = tuple[str, str]
 def _config(flows: dict[str, dict[str, Any]], aliases: tuple[str, ...] = ("A", "B")) -> MirrorConfig:
     clusters = {alias: {"bootstrap_servers": f"{alias.lower()}:9092"} for alias in aliases}
     return MirrorConfig(clusters=clusters, flows=flows)
-
-
-def _emitted(config: MirrorConfig) -> set[Pair]:
-    """(source, target) of every heartbeat the enabled flows of `config` emit, from their FlowSettings."""
-    pairs: set[Pair] = set()
-    for source, target, flow in config.flow_endpoints():
-        if flow.enabled:
-            settings = flow_settings(config, source, target, flow)
-            if settings.emit_heartbeats:
-                pairs.add((source, target))
-            if settings.reverse_heartbeats:
-                pairs.add((target, source))
-    return pairs
 
 
 def _import(tmp_path: Path, text: str) -> tuple[MirrorConfig, ImportResult]:
@@ -85,7 +72,7 @@ def test_a_flow_emits_the_reverse_heartbeats_only_when_no_reverse_flow_does_or_d
 
 def test_an_active_active_pair_emits_each_direction_once_from_its_own_flow() -> None:
     config = _config({"A->B": {}, "B->A": {}})
-    assert _emitted(config) == {("A", "B"), ("B", "A")}
+    assert heartbeat_pairs(config) == {("A", "B"), ("B", "A")}
     assert not any(
         flow_settings(config, s, t, flow).reverse_heartbeats for s, t, flow in config.flow_endpoints()
     )
@@ -95,12 +82,12 @@ def test_one_enabled_flow_emits_both_directions_as_mm2s_two_herders_do(tmp_path:
     # MM2 runs herder A->B (source + heartbeats) and, heartbeats being on by default, a
     # heartbeats-only herder B->A; mirror's flow A->B writes both.
     config, result = _import(tmp_path, _bootstraps("A", "B") + "A->B.enabled = true\n")
-    assert _emitted(config) == {("A", "B"), ("B", "A")}
+    assert heartbeat_pairs(config) == {("A", "B"), ("B", "A")}
     assert list(config.flows) == ["A->B"]
     assert not [note for note in result.notes if "heartbeats" in note and "MM2 emits them" in note]
 
 
-def test_heartbeats_only_pairs_are_named_in_a_note_and_not_emitted(tmp_path: Path) -> None:
+def test_heartbeats_only_pairs_are_named_in_a_note_and_notheartbeat_pairs(tmp_path: Path) -> None:
     # MirrorMakerConfigTest.testClusterPairsWithTwoDisabledHeartbeats: MM2 keeps the 4 pairs whose
     # heartbeats are on (heartbeats-only herders); mirror has no such mode and says so.
     config, result = _import(
@@ -108,7 +95,7 @@ def test_heartbeats_only_pairs_are_named_in_a_note_and_not_emitted(tmp_path: Pat
         _bootstraps("a", "b", "c")
         + "a->b.emit.heartbeats.enabled = false\na->c.emit.heartbeats.enabled = false\n",
     )
-    assert _emitted(config) == set()
+    assert heartbeat_pairs(config) == set()
     assert {name: (f.enabled, f.emit_heartbeats) for name, f in config.flows.items()} == {
         "a->b": (False, False),
         "a->c": (False, False),
@@ -131,7 +118,7 @@ def test_globally_disabled_heartbeats_import_as_flows_that_emit_none(tmp_path: P
     assert [name for name, flow in config.flows.items() if flow.enabled] == ["a->b", "a->c", "a->d"]
     assert "b->a" not in config.flows
     assert all(not flow.emit_heartbeats for flow in config.flows.values())
-    assert _emitted(config) == set()
+    assert heartbeat_pairs(config) == set()
     assert not [note for note in result.notes if note.startswith("heartbeats ")]
 
 
@@ -148,7 +135,7 @@ def test_a_heartbeats_only_pair_beside_globally_disabled_heartbeats_is_reported(
     )
     pair = config.flows["beats_emitter->central"]
     assert (pair.enabled, pair.emit_heartbeats) == (False, True)
-    assert _emitted(config) == set()
+    assert heartbeat_pairs(config) == set()
     [note] = [note for note in result.notes if note.startswith("heartbeats ")]
     assert note.startswith("heartbeats beats_emitter->central: MM2 emits them")
 
@@ -165,7 +152,7 @@ def test_a_flow_with_heartbeats_on_against_a_global_off_gets_its_reverse_pair_wr
     )
     reverse = config.flows["b->a"]
     assert (reverse.enabled, reverse.emit_heartbeats) == (False, False)
-    assert _emitted(config) == {("a", "b")}
+    assert heartbeat_pairs(config) == {("a", "b")}
     assert any(note.startswith("b->a: written disabled with emit_heartbeats: false") for note in result.notes)
 
 
@@ -176,7 +163,7 @@ def test_a_flow_with_heartbeats_off_reports_the_reverse_heartbeats_mm2_would_sti
     config, result = _import(
         tmp_path, _bootstraps("a", "b") + "a->b.enabled = true\na->b.emit.heartbeats.enabled = false\n"
     )
-    assert _emitted(config) == set()
+    assert heartbeat_pairs(config) == set()
     [note] = [note for note in result.notes if note.startswith("heartbeats ")]
     assert note.startswith("heartbeats b->a: MM2 emits them")
 
