@@ -85,7 +85,9 @@ def test_an_identity_flow_keeps_topic_names_for_records_checkpoints_groups_and_c
             timeout=120,
             interval=1,
         )
-        assert client.upstream_clusters() == ["A"]
+        # Other tests' flows (aliases of their own) leave heartbeats topics on B too: look for A's.
+        assert "A" in client.upstream_clusters()
+        assert client.replication_hops("A") == 1
         # Configs: copied at creation, and followed afterwards into the topic made by hand.
         assert _retention(target_cluster, fresh) == "1234567"
         retention = ConfigEntry("retention.ms", "7654321", incremental_operation=AlterConfigOpType.SET)
