@@ -12,7 +12,6 @@ everything else only from the role level, so the imported file replicates as MM2
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,156 +22,20 @@ from pydantic import ValidationError
 
 from mirror.config.flow_settings import heartbeat_pairs
 from mirror.config.loader import validation_problems
+from mirror.config.mm2_keys import (
+    DEFAULT_DIFFERENCES,
+    DROPPED_CLIENT_PROPERTIES,
+    FLOW_PROPERTIES,
+    PLUGIN_SETTINGS,
+    PROVIDER_REFERENCE,
+    RENAMED_CLIENT_PROPERTIES,
+    RUNTIME_ONLY,
+    SAME_CLIENT_PROPERTIES,
+    WORKER_STORAGE_PREFIXES,
+    comma_list,
+)
 from mirror.config.models import MirrorConfig
 from mirror.errors import PropertiesImportError
-
-Converter = Callable[[str], Any]
-
-POLICY_CLASSES = {
-    "org.apache.kafka.connect.mirror.DefaultReplicationPolicy": "default",
-    "org.apache.kafka.connect.mirror.IdentityReplicationPolicy": "identity",
-}
-
-
-def _bool(value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered not in {"true", "false"}:
-        raise ValueError(f"{value!r} is not true or false")
-    return lowered == "true"
-
-
-def _list(value: str) -> list[str]:
-    return [item.strip() for item in value.split(",") if item.strip()]
-
-
-def _policy(value: str) -> str:
-    name = POLICY_CLASSES.get(value.strip())
-    if name is None:
-        raise ValueError(
-            f"custom replication policy {value!r} has no equivalent; mirror has 'default' and 'identity'"
-        )
-    return name
-
-
-def _replication_factor(value: str) -> int | None:
-    factor = int(value)
-    return None if factor == -1 else factor  # -1: the broker default, which is mirror's default
-
-
-# MM2 connector property -> (mm2.yaml flow key, converter)
-FLOW_PROPERTIES: Mapping[str, tuple[str, Converter]] = {
-    "enabled": ("enabled", _bool),
-    "topics": ("topics", _list),
-    "topics.exclude": ("topics_exclude", _list),
-    "groups": ("groups", _list),
-    "groups.exclude": ("groups_exclude", _list),
-    "replication.policy.class": ("replication_policy", _policy),
-    "replication.policy.separator": ("replication_policy_separator", str),
-    "replication.policy.internal.topic.separator.enabled": (
-        "replication_policy_internal_topic_separator_enabled", _bool,
-    ),
-    "offset-syncs.topic.location": ("offset_syncs_topic_location", str.strip),
-    "emit.offset-syncs.enabled": ("emit_offset_syncs", _bool),
-    "offset.lag.max": ("offset_lag_max", int),
-    "refresh.topics.enabled": ("refresh_topics", _bool),
-    "refresh.topics.interval.seconds": ("refresh_topics_interval_seconds", float),
-    "refresh.groups.enabled": ("refresh_groups", _bool),
-    "refresh.groups.interval.seconds": ("refresh_groups_interval_seconds", float),
-    "sync.topic.configs.enabled": ("sync_topic_configs", _bool),
-    "sync.topic.configs.interval.seconds": ("sync_topic_configs_interval_seconds", float),
-    "sync.topic.acls.enabled": ("sync_topic_acls", _bool),
-    "sync.topic.acls.interval.seconds": ("sync_topic_acls_interval_seconds", float),
-    "emit.checkpoints.enabled": ("emit_checkpoints", _bool),
-    "emit.checkpoints.interval.seconds": ("emit_checkpoints_interval_seconds", float),
-    "sync.group.offsets.enabled": ("sync_group_offsets", _bool),
-    "sync.group.offsets.interval.seconds": ("sync_group_offsets_interval_seconds", float),
-    "emit.heartbeats.enabled": ("emit_heartbeats", _bool),
-    "emit.heartbeats.interval.seconds": ("emit_heartbeats_interval_seconds", float),
-    "heartbeats.replication.enabled": ("heartbeats_replication", _bool),
-    "replication.factor": ("replication_factor", _replication_factor),
-    "offset-syncs.topic.replication.factor": ("internal_topics_replication_factor", _replication_factor),
-    "checkpoints.topic.replication.factor": ("internal_topics_replication_factor", _replication_factor),
-    "heartbeats.topic.replication.factor": ("internal_topics_replication_factor", _replication_factor),
-    "config.properties.exclude": ("config_properties_exclude", _list),
-    "offsets.storage.topic": ("offsets_storage_topic", str.strip),
-    "tasks.max": ("tasks_max", int),
-    "use.defaults.from": ("use_defaults_from", str.strip),
-}  # fmt: skip
-
-# Where MM2's default differs from mirror's, the note a user needs to keep MM2's behaviour.
-DEFAULT_DIFFERENCES: Mapping[str, str] = {
-    "replication_factor": "MM2 creates remote topics with replication.factor 2; mirror uses the broker "
-    "default (set replication_factor: 2 to keep MM2's)",
-    "internal_topics_replication_factor": "MM2 creates its internal topics with replication factor 3; "
-    "mirror uses the broker default (set internal_topics_replication_factor: 3 to keep MM2's)",
-    "sync_group_offsets": "MM2 does not sync group offsets by default; mirror does "
-    "(set sync_group_offsets: false)",
-    "emit_checkpoints_interval_seconds": "MM2 emits checkpoints every 60 s; mirror every 5 s",
-    "refresh_topics_interval_seconds": "MM2 rescans topics every 600 s; mirror every 10 s",
-}
-
-# Settings of MM2's Connect runtime that Spark replaces: known, deliberately not carried over.
-RUNTIME_ONLY: Mapping[str, str] = {
-    "dedicated.mode.enable.internal.rest": "mirror has no Connect REST layer",
-    "listeners": "mirror has no Connect REST layer",
-    "offset.flush.interval.ms": "mirror commits positions in every transaction",
-    "transaction.boundary": "mirror commits one transaction per copied range",
-    "key.converter": "mirror copies bytes as they are",
-    "value.converter": "mirror copies bytes as they are",
-    "header.converter": "mirror copies bytes as they are",
-    "source.cluster.alias": "implied by the flow name",
-    "target.cluster.alias": "implied by the flow name",
-    "name": "implied by the flow name",
-    "connector.class": "implied by the flow name",
-}
-
-# Plug-in classes and Java reporters: mirror has its own fixed equivalent, or none.
-PLUGIN_SETTINGS: Mapping[str, str] = {
-    "topic.filter.class": "mirror's topic filter is the topics and topics_exclude lists (DefaultTopicFilter)",
-    "group.filter.class": "mirror's group filter is the groups and groups_exclude lists (DefaultGroupFilter)",
-    "config.property.filter.class": "mirror's config filter is config_properties_exclude "
-    "(DefaultConfigPropertyFilter)",
-    "forwarding.admin.class": "mirror manages topics and ACLs with its own admin client; a ForwardingAdmin "
-    "has no equivalent",
-    "metric.reporters": "mirror serves Prometheus metrics (the metrics section); Java reporters do not apply",
-}
-
-# Connect worker storage (config, status and offsets topics of each herder).
-WORKER_STORAGE_PREFIXES = ("config.storage.", "status.storage.", "offset.storage.")
-
-# A value such as ${file:/etc/mm2/secrets.properties:password}, which MM2 resolves through a ConfigProvider.
-_PROVIDER_REFERENCE = re.compile(r"\$\{[^}]*?:[^}]*?\}")
-
-# Java client property names that librdkafka understands unchanged.
-SAME_CLIENT_PROPERTIES = frozenset(
-    {
-        "security.protocol", "sasl.mechanism", "ssl.endpoint.identification.algorithm",
-        "ssl.keystore.location",
-        "ssl.keystore.password", "ssl.key.password", "ssl.cipher.suites", "client.id", "client.rack",
-        "auto.offset.reset", "fetch.min.bytes", "fetch.max.bytes", "max.partition.fetch.bytes",
-        "fetch.max.wait.ms", "session.timeout.ms", "heartbeat.interval.ms", "max.poll.interval.ms",
-        "batch.size", "linger.ms", "compression.type", "acks", "request.timeout.ms", "retries",
-        "retry.backoff.ms", "reconnect.backoff.ms", "reconnect.backoff.max.ms",
-        "socket.connection.setup.timeout.ms",
-        "metadata.max.age.ms", "enable.idempotence", "transaction.timeout.ms", "receive.buffer.bytes",
-        "send.buffer.bytes", "connections.max.idle.ms", "sasl.kerberos.service.name",
-    }
-)  # fmt: skip
-RENAMED_CLIENT_PROPERTIES: Mapping[str, str] = {
-    "max.request.size": "message.max.bytes",
-    "sasl.oauthbearer.token.endpoint.url": "sasl.oauthbearer.token.endpoint.url",
-}
-DROPPED_CLIENT_PROPERTIES: Mapping[str, str] = {
-    "isolation.level": "mirror always reads the source read_committed",
-    "enable.auto.commit": "mirror never auto-commits",
-    "ssl.truststore.location": "librdkafka reads PEM CA files: export the truststore and set ssl.ca.location",
-    "ssl.truststore.password": "librdkafka reads PEM CA files: export the truststore and set ssl.ca.location",
-    "ssl.truststore.type": "librdkafka reads PEM CA files",
-    "key.serializer": "mirror copies bytes",
-    "value.serializer": "mirror copies bytes",
-    "key.deserializer": "mirror copies bytes",
-    "value.deserializer": "mirror copies bytes",
-}
 
 _JAAS = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
 _FLOW_KEY = re.compile(r"^([^.\s>-]+(?:-[^.\s>-]+)*)->([^.\s]+?)\.(.+)$")
@@ -217,7 +80,7 @@ def read_properties(path: Path) -> dict[str, str]:
 def import_properties(path: Path) -> ImportResult:
     """The mm2.yaml equivalent of an MM2 properties file, validated before it is returned."""
     raw = read_properties(path)
-    aliases = _list(raw.get("clusters", ""))
+    aliases = comma_list(raw.get("clusters", ""))
     if not aliases:
         raise PropertiesImportError(
             [f"{path}: no 'clusters' property; MM2 files list their aliases as clusters = A, B"]
@@ -250,7 +113,7 @@ def _validated(path: Path, document: dict[str, Any]) -> MirrorConfig:
 
 
 def _place(key: str, value: str, aliases: list[str], draft: _Draft) -> None:
-    if _PROVIDER_REFERENCE.search(value):
+    if PROVIDER_REFERENCE.search(value):
         # The value is not shown: beside the reference it may hold a secret (a JAAS password).
         draft.dropped.append(
             f"{key}: the value holds a config-provider reference (${{provider:path:key}}), which mirror "

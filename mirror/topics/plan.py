@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from mirror.kafka.acl import TopicAcl
@@ -22,24 +22,43 @@ class TopicPlan:
         return bool(self.create or self.grow)
 
 
+@dataclass(frozen=True)
+class TopicSelection:
+    """Which source topics a flow replicates: its filter, policy and heartbeats rule (MM2's)."""
+
+    target_alias: str
+    policy: ReplicationPolicy
+    topic_filter: TopicFilter
+    heartbeats_replication: bool = True
+
+    def of(self, source_topics: Iterable[str]) -> list[str]:
+        """The replicated ones among `source_topics`, sorted."""
+        return sorted(
+            topic
+            for topic in source_topics
+            if should_replicate_topic(
+                topic,
+                topic_filter=self.topic_filter,
+                policy=self.policy,
+                target_alias=self.target_alias,
+                heartbeats_replication_enabled=self.heartbeats_replication,
+            )
+        )
+
+
 def plan_topics(
     source_partitions: Mapping[str, int],
     target_partitions: Mapping[str, int],
-    *,
     source_alias: str,
-    target_alias: str,
-    policy: ReplicationPolicy,
-    topic_filter: TopicFilter,
-    heartbeats_replication: bool = True,
+    selection: TopicSelection,
 ) -> TopicPlan:
     """Remote topics to create with the source's partition count, and remote topics to grow to it.
 
     Never shrinks or deletes (as MM2): a remote topic with more partitions is left alone.
     """
     plan = TopicPlan()
-    selected = _selected(source_partitions, target_alias, policy, topic_filter, heartbeats_replication)
-    for topic in selected:
-        remote = policy.remote_topic(source_alias, topic)
+    for topic in selection.of(source_partitions):
+        remote = selection.policy.remote_topic(source_alias, topic)
         partitions = source_partitions[topic]
         existing = target_partitions.get(remote)
         if existing is None:
@@ -52,45 +71,19 @@ def plan_topics(
 def partitions_to_copy(
     source_partitions: Mapping[str, int],
     target_partitions: Mapping[str, int],
-    *,
     source_alias: str,
-    target_alias: str,
-    policy: ReplicationPolicy,
-    topic_filter: TopicFilter,
-    heartbeats_replication: bool = True,
+    selection: TopicSelection,
 ) -> list[tuple[str, int]]:
     """Every selected source partition whose remote partition exists: what the copy tasks share.
 
     Only the source's topics count, so a remote topic that exists on the target alone (left by an
     earlier run, or made by hand) changes nothing; MM2's refreshTopicPartitions ignores it too.
     """
-    selected = _selected(source_partitions, target_alias, policy, topic_filter, heartbeats_replication)
     return [
         (topic, partition)
-        for topic in selected
-        if (remote := policy.remote_topic(source_alias, topic)) in target_partitions
+        for topic in selection.of(source_partitions)
+        if (remote := selection.policy.remote_topic(source_alias, topic)) in target_partitions
         for partition in range(min(source_partitions[topic], target_partitions[remote]))
-    ]
-
-
-def _selected(
-    source_partitions: Mapping[str, int],
-    target_alias: str,
-    policy: ReplicationPolicy,
-    topic_filter: TopicFilter,
-    heartbeats_replication: bool,
-) -> list[str]:
-    """The source topics the flow replicates, sorted."""
-    return [
-        topic
-        for topic in sorted(source_partitions)
-        if should_replicate_topic(
-            topic,
-            topic_filter=topic_filter,
-            policy=policy,
-            target_alias=target_alias,
-            heartbeats_replication_enabled=heartbeats_replication,
-        )
     ]
 
 

@@ -20,8 +20,8 @@ from mirror.kafka.admin import (
     non_default_configs_of,
 )
 from mirror.kafka.clients import admin_client
-from mirror.policy import should_replicate_topic
 from mirror.topics.plan import (
+    TopicSelection,
     acls_to_sync,
     config_changes,
     partitions_to_copy,
@@ -92,17 +92,7 @@ class TopicSync:
 
     def sync(self) -> SyncResult:
         s = self._settings
-        source = list_topics(self._source_admin, what=f"source cluster {s.source}")
-        target = list_topics(self._target_admin, what=f"target cluster {s.target}")
-        plan = plan_topics(
-            {name: t.partitions for name, t in source.items()},
-            {name: t.partitions for name, t in target.items()},
-            source_alias=s.source,
-            target_alias=s.target,
-            policy=s.policy(),
-            topic_filter=s.topic_filter(),
-            heartbeats_replication=s.heartbeats_replication,
-        )
+        plan = plan_topics(*self._partition_counts(), s.source, self._selection())
         configs = non_default_configs_of(
             self._source_admin,
             [topic for topic, _, _ in plan.create],
@@ -160,35 +150,25 @@ class TopicSync:
 
     def replicated_partitions(self) -> list[tuple[str, int]]:
         """Every source partition this flow copies that exists on the target."""
-        s = self._settings
-        source = list_topics(self._source_admin, what=f"source cluster {s.source}")
-        target = list_topics(self._target_admin, what=f"target cluster {s.target}")
-        return partitions_to_copy(
-            {name: t.partitions for name, t in source.items()},
-            {name: t.partitions for name, t in target.items()},
-            source_alias=s.source,
-            target_alias=s.target,
-            policy=s.policy(),
-            topic_filter=s.topic_filter(),
-            heartbeats_replication=s.heartbeats_replication,
-        )
+        return partitions_to_copy(*self._partition_counts(), self._settings.source, self._selection())
 
     def selected_topics(self) -> list[str]:
         """Source topics this flow copies (whether or not their remote topic exists yet)."""
+        source = list_topics(self._source_admin, what=f"source cluster {self._settings.source}")
+        return self._selection().of(source)
+
+    def _selection(self) -> TopicSelection:
+        s = self._settings
+        return TopicSelection(s.target, s.policy(), s.topic_filter(), s.heartbeats_replication)
+
+    def _partition_counts(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Partitions per topic on the source and on the target."""
         s = self._settings
         source = list_topics(self._source_admin, what=f"source cluster {s.source}")
-        policy, topic_filter = s.policy(), s.topic_filter()
-        return sorted(
-            topic
-            for topic in source
-            if should_replicate_topic(
-                topic,
-                topic_filter=topic_filter,
-                policy=policy,
-                target_alias=s.target,
-                heartbeats_replication_enabled=s.heartbeats_replication,
-            )
-        )
+        target = list_topics(self._target_admin, what=f"target cluster {s.target}")
+        return {name: t.partitions for name, t in source.items()}, {
+            name: t.partitions for name, t in target.items()
+        }
 
     def _replicated(self) -> dict[str, str]:
         """Source topics of this flow that exist on the target, with their remote names."""

@@ -10,6 +10,7 @@ from mirror.source.offset_syncs import PartitionState, syncs_for_range
 from mirror.source.partition_copy import PartitionCopy
 from mirror.topics.plan import (
     TopicPlan,
+    TopicSelection,
     acls_to_sync,
     config_changes,
     partitions_to_copy,
@@ -144,20 +145,16 @@ def test_topic_plan_creates_missing_and_grows_smaller_remote_topics_but_never_sh
     plan = plan_topics(
         {"orders": 4, "payments": 6, "audit": 2, "__consumer_offsets": 50},
         {"A.orders": 4, "A.payments": 3, "A.audit": 5},
-        source_alias="A",
-        target_alias="B",
-        policy=DefaultReplicationPolicy(),
-        topic_filter=TopicFilter(),
+        "A",
+        TopicSelection("B", DefaultReplicationPolicy(), TopicFilter()),
     )
     assert plan.create == []
     assert plan.grow == [("A.payments", 6)]
     new = plan_topics(
         {"fresh": 3},
         {},
-        source_alias="A",
-        target_alias="B",
-        policy=DefaultReplicationPolicy(),
-        topic_filter=TopicFilter(),
+        "A",
+        TopicSelection("B", DefaultReplicationPolicy(), TopicFilter()),
     )
     assert new.create == [("fresh", "A.fresh", 3)]
 
@@ -180,14 +177,8 @@ def test_acl_sync_follows_mm2_rules_and_skips_what_the_target_has() -> None:
 def _plan_and_partitions(
     source: dict[str, int], target: dict[str, int]
 ) -> tuple[TopicPlan, list[tuple[str, int]]]:
-    policy, topic_filter = DefaultReplicationPolicy(), TopicFilter()
-    plan = plan_topics(
-        source, target, source_alias="A", target_alias="B", policy=policy, topic_filter=topic_filter
-    )
-    partitions = partitions_to_copy(
-        source, target, source_alias="A", target_alias="B", policy=policy, topic_filter=topic_filter
-    )
-    return plan, partitions
+    selection = TopicSelection("B", DefaultReplicationPolicy(), TopicFilter())
+    return plan_topics(source, target, "A", selection), partitions_to_copy(source, target, "A", selection)
 
 
 def test_copy_tasks_share_selected_source_partitions_whose_remote_partition_exists() -> None:
