@@ -57,15 +57,11 @@ def list_topics(admin: AdminClient, *, what: str) -> dict[str, TopicDescription]
     }
 
 
-def non_default_configs(admin: AdminClient, topic: str) -> dict[str, str]:
-    """Topic configs set explicitly on the topic (what MM2 copies when it creates a remote topic)."""
-    return non_default_configs_of(admin, [topic])[topic]
-
-
 def non_default_configs_of(
-    admin: AdminClient, topics: Iterable[str], *, with_defaults: bool = False
+    admin: AdminClient, topics: Iterable[str], *, what: str, with_defaults: bool = False
 ) -> dict[str, dict[str, str]]:
-    """non_default_configs of many topics, in one request: a hundred topics take one round trip.
+    """Configs set explicitly on each topic (what MM2 copies when it creates a remote topic), in one
+    request: a hundred topics take one round trip. `what` names the cluster in errors.
 
     `with_defaults` adds the values the topics take from Kafka's defaults (MM2's
     use.defaults.from=source copies those too); broker-level settings are never included.
@@ -78,11 +74,19 @@ def non_default_configs_of(
         return {}
     try:
         futures = admin.describe_configs(list(resources.values()))
-        described = {
-            topic: futures[resource].result(timeout=TIMEOUT_SECONDS) for topic, resource in resources.items()
-        }
     except KafkaException as exc:
-        raise translate(exc, f"describing configs of {len(resources)} topics") from exc
+        raise translate(exc, f"describing configs of {len(resources)} topics on {what}") from exc
+    described, refused = {}, {}
+    for topic, resource in resources.items():
+        try:
+            described[topic] = futures[resource].result(timeout=TIMEOUT_SECONDS)
+        except KafkaException as exc:
+            refused[topic] = exc
+    if refused:
+        # Name the topics: a DescribeConfigs ACL is granted per topic, and a few may lack it.
+        names = sorted(refused)
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        raise translate(refused[names[0]], f"describing configs of topic {shown} on {what}")
     return {
         topic: {
             name: entry.value
@@ -145,9 +149,20 @@ def create_topics(
         try:
             future.result(timeout=TIMEOUT_SECONDS)
         except KafkaException as exc:
-            if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+            code = exc.args[0].code()
+            if code == KafkaError.TOPIC_ALREADY_EXISTS:
                 continue
+            if code == KafkaError.UNSUPPORTED_VERSION:
+                raise KafkaClientError(
+                    f"creating topic {name}: the cluster does not create topics through the admin API "
+                    "(UNSUPPORTED_VERSION); create the topic beforehand with kafka-topics.sh"
+                ) from exc
             raise translate(exc, f"creating topic {name}") from exc
+        except TimeoutError as exc:  # the future's own timeout; librdkafka's comes as a KafkaException
+            raise KafkaClientError(
+                f"creating topic {name}: no answer within {TIMEOUT_SECONDS:.0f} s; "
+                "check that the cluster's controller is up, then run again"
+            ) from exc
         created.append(name)
     return created
 

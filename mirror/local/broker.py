@@ -18,6 +18,7 @@ from pathlib import Path
 
 from mirror.errors import ClusterUnreachableError, LocalClusterError
 from mirror.kafka.clients import wait_until_reachable
+from mirror.local.tls import TlsFiles
 
 HOST = "127.0.0.1"
 _MARKER = "-Dmirror.local.cluster="
@@ -117,7 +118,7 @@ class SaslUsers:
             "sasl.password": self.all_users()[user],
         }
 
-    def broker_settings(self) -> dict[str, str]:
+    def broker_settings(self, listener: str = "SASL_PLAINTEXT") -> dict[str, str]:
         plain_users = " ".join(f'user_{name}="{password}"' for name, password in self.all_users().items())
         plain = (
             "org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -127,8 +128,11 @@ class SaslUsers:
         return {
             "sasl.enabled.mechanisms": ",".join(("PLAIN", *SCRAM_MECHANISMS)),
             "sasl.mechanism.inter.broker.protocol": "PLAIN",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain,
-            **{f"listener.name.sasl_plaintext.{m.lower()}.sasl.jaas.config": scram for m in SCRAM_MECHANISMS},
+            f"listener.name.{listener.lower()}.plain.sasl.jaas.config": plain,
+            **{
+                f"listener.name.{listener.lower()}.{m.lower()}.sasl.jaas.config": scram
+                for m in SCRAM_MECHANISMS
+            },
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             "allow.everyone.if.no.acl.found": "false",
             # The controller listener stays PLAINTEXT on loopback; its principal is ANONYMOUS.
@@ -155,14 +159,22 @@ class BrokerSpec:
     controller_port: int
     overrides: Mapping[str, str] = field(default_factory=dict)
     sasl: SaslUsers | None = None
+    tls: TlsFiles | None = None  # an SSL listener (SASL_SSL with `sasl`) instead of a plaintext one
 
     @property
     def bootstrap_servers(self) -> str:
         return f"{HOST}:{self.port}"
 
+    @property
+    def listener(self) -> str:
+        """The client listener's security protocol."""
+        return ("SASL_" if self.sasl is not None else "") + ("SSL" if self.tls is not None else "PLAINTEXT")
+
     def client_properties(self) -> dict[str, str]:
         """What a client of the launcher's own (readiness checks) connects with: admin when secured."""
         security = self.sasl.client_properties() if self.sasl is not None else {}
+        if self.tls is not None:
+            security = {**security, **self.tls.client_properties(), "security.protocol": self.listener}
         return {"bootstrap.servers": self.bootstrap_servers, **security}
 
     @property
@@ -220,7 +232,7 @@ class LocalBroker:
 
     def write_properties(self) -> None:
         spec = self.spec
-        listener = "PLAINTEXT" if spec.sasl is None else "SASL_PLAINTEXT"
+        listener = spec.listener
         settings = {
             "process.roles": "broker,controller",
             "node.id": "1",
@@ -232,7 +244,8 @@ class LocalBroker:
             "listener.security.protocol.map": f"{listener}:{listener},CONTROLLER:PLAINTEXT",
             "log.dirs": str(spec.data_dir.resolve()),
             **SINGLE_NODE_SETTINGS,
-            **(spec.sasl.broker_settings() if spec.sasl is not None else {}),
+            **(spec.sasl.broker_settings(listener) if spec.sasl is not None else {}),
+            **(spec.tls.broker_settings() if spec.tls is not None else {}),
             **spec.overrides,
         }
         spec.directory.mkdir(parents=True, exist_ok=True)

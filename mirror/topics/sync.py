@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from confluent_kafka.admin import AdminClient
 
 from mirror.config.flow_settings import FlowSettings
+from mirror.errors import NotAuthorizedError
 from mirror.kafka.admin import (
     add_partitions,
     alter_topic_configs,
@@ -81,13 +82,22 @@ class TopicSync:
         for (admin, alias), topic, partitions in wanted:
             if topic in existing[alias]:
                 continue
-            if create_topic(
-                admin,
-                topic,
-                partitions=partitions,
-                replication_factor=s.internal_replication_factor,
-                config={"cleanup.policy": "compact"},
-            ):
+            try:
+                created = create_topic(
+                    admin,
+                    topic,
+                    partitions=partitions,
+                    replication_factor=s.internal_replication_factor,
+                    config={"cleanup.policy": "compact"},
+                )
+            except NotAuthorizedError as exc:
+                # MM2 assumes such a topic exists and fails later, less clearly; an existing topic
+                # was listed above, so this one is missing, and the remedy is one of two.
+                raise NotAuthorizedError(
+                    f"{exc}, or have an administrator create {topic} on {alias} beforehand "
+                    f"({partitions} partitions, cleanup.policy=compact)"
+                ) from exc
+            if created:
                 log.info("flow %s: created %s on %s", s.name, topic, alias)
 
     def sync(self) -> SyncResult:
@@ -96,6 +106,7 @@ class TopicSync:
         configs = non_default_configs_of(
             self._source_admin,
             [topic for topic, _, _ in plan.create],
+            what=f"source cluster {s.source}",
             with_defaults=s.use_defaults_from == "source",
         )
         created = create_topics(
@@ -134,9 +145,12 @@ class TopicSync:
         source_configs = non_default_configs_of(
             self._source_admin,
             [topic for topic, _ in replicated],
+            what=f"source cluster {s.source}",
             with_defaults=s.use_defaults_from == "source",
         )
-        target_configs = non_default_configs_of(self._target_admin, [remote for _, remote in replicated])
+        target_configs = non_default_configs_of(
+            self._target_admin, [remote for _, remote in replicated], what=f"target cluster {s.target}"
+        )
         for topic, remote in replicated:
             changes = config_changes(
                 source_configs[topic], target_configs[remote], s.config_properties_exclude
@@ -184,7 +198,13 @@ class TopicSync:
         target_acls = describe_topic_acls(self._target_admin)
         if source_acls is None or target_acls is None:
             if not self._acl_sync_skipped:
-                log.info("flow %s: ACL sync skipped: %s or %s has no authorizer", s.name, s.source, s.target)
+                log.info(
+                    "flow %s: ACL sync skipped: %s or %s has no authorizer; "
+                    "set sync_topic_acls: false on the flow to stop trying",
+                    s.name,
+                    s.source,
+                    s.target,
+                )
                 self._acl_sync_skipped = True
             return 0
         new = acls_to_sync(source_acls, target_acls, self._replicated())

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
     AclPermissionType,
     AdminClient,
+    ConfigResource,
     NewTopic,
     ResourcePatternType,
     ResourceType,
@@ -38,7 +39,10 @@ from tests.reliability.traffic import compare_topics
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.reliability]
 
 # Random per session, so finding one in an output can only mean it leaked.
-PASSWORDS = {user: f"{user}-{uuid.uuid4().hex}" for user in ("mirror", "no-txn", "no-create")}
+PASSWORDS = {
+    user: f"{user}-{uuid.uuid4().hex}"
+    for user in ("mirror", "no-txn", "no-create", "no-describe-configs", "creates-nothing")
+}
 MECHANISMS = {"A": "PLAIN", "B": "SCRAM-SHA-512"}
 
 
@@ -162,6 +166,10 @@ def test_replicates_between_secured_clusters_with_only_the_listed_acls_and_never
     assert not leaks, leaks
     assert validate.returncode == 0 and "sasl.password" in validate.stdout
     assert "kafka-acls.sh" in acls.stdout
+    # The internal topics it created are compacted, as MM2's are, and the ones read whole are
+    # single-partition (MirrorUtilsTest.testCreateCompactedTopic).
+    internal = {"mm2-offset-syncs.A.internal": 1, "A.checkpoints.internal": 1, "heartbeats": 1}
+    assert _layout(target, internal) == {name: (n, "compact") for name, n in internal.items()}
 
 
 @pytest.mark.parametrize(
@@ -170,6 +178,7 @@ def test_replicates_between_secured_clusters_with_only_the_listed_acls_and_never
         ("no-txn", "transactional-id", "Transactional Id authorization failed"),
         ("no-create", "Create", "creating topic A."),
         ("mirror", "password", "refused the credentials"),
+        ("no-describe-configs", "DescribeConfigs", " on source cluster A: "),
     ],
 )
 def test_a_missing_permission_or_a_wrong_password_stops_the_run_with_one_line(
@@ -189,6 +198,13 @@ def test_a_missing_permission_or_a_wrong_password_stops_the_run_with_one_line(
     acls = required_acls(load_config(config))
     if missing == "transactional-id":
         acls = [acl for acl in acls if acl.resource != "transactional-id"]
+    elif missing == "DescribeConfigs":
+        acls = [
+            replace(acl, operations=tuple(op for op in acl.operations if op != "DescribeConfigs"))
+            if acl.cluster == "A" and acl.name == topic
+            else acl
+            for acl in acls
+        ]
     elif missing == "Create":
         acls = [
             replace(acl, operations=tuple(op for op in acl.operations if op != "Create"))
@@ -201,15 +217,20 @@ def test_a_missing_permission_or_a_wrong_password_stops_the_run_with_one_line(
     result = run_mirror("run", str(config), timeout=180)
 
     errors = [line for line in result.stderr.splitlines() if line.startswith("mirror: ")]
-    case = (
-        "wrong SASL password"
-        if missing == "password"
-        else f"missing ACL on the target: {'transactional ids' if missing != 'Create' else 'topic creation'}"
-    )
+    case = {
+        "password": "wrong SASL password",
+        "transactional-id": "missing ACL on the target: transactional ids",
+        "Create": "missing ACL on the target: topic creation",
+        "DescribeConfigs": "missing ACL on the source: DescribeConfigs on the copied topic",
+    }[missing]
     reliability("security", case, shown=" / ".join(errors) or "nothing", exit_code=result.returncode)
     assert result.returncode == 2, result.stderr[-3000:]
     assert len(errors) == 1, result.stderr[-3000:]
     assert expected in errors[0]
+    if (
+        missing == "DescribeConfigs"
+    ):  # the topics are named (MirrorSourceConnectorTest.testMissingDescribeConfigsAcl)
+        assert f"describing configs of topic {topic} on source cluster A: " in errors[0]
     assert "Traceback" not in result.stderr
     assert PASSWORDS[user] not in result.stdout + result.stderr
     assert wrong is None or wrong not in result.stdout + result.stderr
@@ -220,3 +241,68 @@ def _records_on(cluster: KafkaCluster, topic: str) -> int:
     if topic not in AdminClient(cluster.properties()).list_topics(timeout=30).topics:
         return 0
     return sum(map(len, read_topic(cluster.bootstrap_servers, topic, security=cluster.security).values()))
+
+
+def test_a_principal_without_create_runs_over_topics_an_administrator_created_beforehand(
+    secured: tuple[KafkaCluster, KafkaCluster],
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    reliability: Record,
+) -> None:
+    # MM2 (MirrorUtilsTest) takes an authorization refusal of an internal topic's creation to mean
+    # the topic exists; mirror lists the cluster first and creates only what is missing, so a
+    # principal without any Create runs as long as an administrator made the topics.
+    source, target = secured
+    topic = unique_name(request, "precreated-")
+    source_topic(source, topic, 1000)
+    config = write_config(tmp_path, source, target, [topic], clusters=sasl_clusters("creates-nothing"))
+    acls = required_acls(load_config(config))
+    by_alias = {cluster.alias: cluster for cluster in secured}
+    for acl in acls:
+        if acl.resource == "topic" and "Create" in acl.operations and acl.pattern == "literal":
+            partitions = 25 if acl.name.startswith("mm2-offsets.") or "checkpoint-offsets" in acl.name else 1
+            _create(by_alias[acl.cluster], acl.name, partitions, {"cleanup.policy": "compact"})
+    for name, partitions in ((f"A.{topic}", 2), ("A.heartbeats", 1), ("A.checkpoints.internal", 1)):
+        _create(target, name, partitions, {"cleanup.policy": "compact"} if "internal" in name else {})
+    grant(
+        secured,
+        "creates-nothing",
+        [replace(acl, operations=tuple(op for op in acl.operations if op != "Create")) for acl in acls],
+    )
+
+    run = MirrorRun(config, tmp_path / "run.log")
+    try:
+        wait_until_caught_up(source, target, [topic], run)
+        exit_code = run.stop()
+    finally:
+        run.cleanup()
+    comparison = compare_topics(source, target, [topic])
+    reliability(
+        "security",
+        "No Create permission anywhere, every topic created beforehand by an administrator",
+        comparison=comparison,
+        exit_code=exit_code,
+    )
+    assert exit_code == 0, run.output()[-3000:]
+    assert comparison.exact and comparison.checked == 1000, comparison
+    assert "created" not in run.output(), run.output()[-3000:]
+
+
+def _create(cluster: KafkaCluster, name: str, partitions: int, config: dict[str, str]) -> None:
+    """Create a topic as the administrator; one that exists already is left as it is."""
+    admin = AdminClient(cluster.properties())  # kept alive until the answer comes
+    future = admin.create_topics([NewTopic(name, partitions, 1, config=config)])[name]
+    try:
+        future.result(timeout=30)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+
+
+def _layout(cluster: KafkaCluster, topics: dict[str, int]) -> dict[str, tuple[int, str]]:
+    """(partition count, cleanup.policy) of each of `topics`."""
+    admin = AdminClient(cluster.properties())
+    listed = admin.list_topics(timeout=30).topics
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, name) for name in topics]
+    configs = {r.name: f.result(timeout=30) for r, f in admin.describe_configs(resources).items()}
+    return {name: (len(listed[name].partitions), configs[name]["cleanup.policy"].value) for name in topics}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -124,18 +125,29 @@ def _children() -> dict[int, list[int]]:
 
 
 def python_workers(root_pid: int) -> list[int]:
-    """Spark's Python workers under `root_pid`: the processes the daemon forked (a fork keeps its
-    parent's command line, so a worker is a daemon whose parent is one too)."""
+    """Spark's Python workers under `root_pid`: the processes a daemon forked (a fork keeps its
+    parent's command line, so a worker is a daemon whose parent is one too). Only `-m <daemon>`
+    counts: the JVM's own command line names the module too (`--conf
+    spark.python.daemon.module=mirror.spark.daemon`), and taking it for a daemon would count the
+    daemon itself among the workers."""
     children = _children()
     workers, stack = [], [root_pid]
     while stack:
         pid = stack.pop()
-        parent_is_daemon = b"spark.daemon" in _cmdline(pid)  # pyspark.daemon or mirror.spark.daemon
+        parent_is_daemon = _is_daemon(pid)
         for child in children.get(pid, []):
             stack.append(child)
-            if parent_is_daemon and b"spark.daemon" in _cmdline(child):
+            if parent_is_daemon and _is_daemon(child):
                 workers.append(child)
     return workers
+
+
+_DAEMON_MODULES = {b"pyspark.daemon", b"mirror.spark.daemon"}
+
+
+def _is_daemon(pid: int) -> bool:
+    argv = _cmdline(pid).split(b"\0")
+    return any(flag == b"-m" and module in _DAEMON_MODULES for flag, module in itertools.pairwise(argv))
 
 
 def _cmdline(pid: int) -> bytes:

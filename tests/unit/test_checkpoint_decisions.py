@@ -12,12 +12,15 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import cast
 
+import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient
 
+from mirror.checkpoint import task
 from mirror.checkpoint.checkpoints import CheckpointStore, plan_group_sync
 from mirror.checkpoint.task import _FlowState, _translate
 from mirror.config.flow_settings import FlowSettings
+from mirror.errors import NotAuthorizedError
 from mirror.kafka.admin import CommittedOffset, group_offsets
 from mirror.kafka.tail import PartitionTail, TailRecord
 from mirror.kafka.wire import Checkpoint, OffsetSync
@@ -256,6 +259,29 @@ def test_on_reload_the_latest_checkpoint_of_each_partition_wins_and_malformed_re
     assert state.checkpoints.groups() == ["g1", "g2"]
     assert state.checkpoints.for_group("g1") == {("A.orders", 0): later}
     assert state.checkpoints.last("g2", "A.orders", 0) == Checkpoint("g2", "A.orders", 0, 5, 5)
+
+
+def test_a_checkpoints_topic_that_cannot_be_read_fails_the_round_before_anything_is_translated(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # MM2's store reports the failure and translates in a safe mode; mirror emits nothing this
+    # round and drops the flow's state, so the next round reads both topics from the start again.
+    settings = flow()
+    state, _, checkpoint_tail = flow_state(settings, syncs=[OffsetSync("orders", 0, 0, 0)])
+
+    def unreadable(**_: object) -> list[TailRecord]:
+        raise NotAuthorizedError("reading A.checkpoints.internal: Topic authorization failed")
+
+    monkeypatch.setattr(checkpoint_tail, "catch_up", unreadable)
+    monkeypatch.setitem(task._STATES, settings.name, state)
+    monkeypatch.setattr(task, "_writer", lambda _: None)  # the round opens its writer first
+    monkeypatch.setattr(task, "group_offsets", lambda *_, **__: pytest.fail("no group may be translated"))
+
+    with pytest.raises(NotAuthorizedError, match=r"reading A\.checkpoints\.internal"):
+        task.run_checkpoint_round(settings)
+
+    assert not state.syncs.loaded and state.checkpoints.groups() == []
+    assert settings.name not in task._STATES
 
 
 def test_a_restored_checkpoint_replaces_the_previous_one_even_when_it_is_lower() -> None:
