@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install setup jars demo test test-unit reliability bench bench-quick lint format clean
+.PHONY: install setup jars demo test test-unit reliability bench bench-quick lint format dashboards dashboard-picture clean
 
 $(BIN)/mirror: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -51,15 +51,23 @@ bench: $(VENV)/.bench jars
 bench-quick: $(VENV)/.bench jars
 	$(BIN)/python -m bench --quick
 
+## dashboards: regenerate dashboards/*.json from dashboards/build.py (CI checks they match)
+dashboards: $(BIN)/mirror
+	$(BIN)/python dashboards/build.py
+
+## dashboard-picture: redraw dashboards/overview.png from a live run scraped by Prometheus (~4 min)
+dashboard-picture: setup
+	MIRROR_DASHBOARD_PICTURE=dashboards/overview.png $(BIN)/python -m pytest tests/integration/test_live_observability.py
+
 ## lint: ruff and mypy, as CI runs them
 lint: $(BIN)/mirror
-	$(BIN)/ruff check mirror tests bench
-	$(BIN)/ruff format --check mirror tests bench
+	$(BIN)/ruff check mirror tests bench dashboards
+	$(BIN)/ruff format --check mirror tests bench dashboards
 	$(BIN)/mypy mirror bench
 
 format: $(BIN)/mirror
-	$(BIN)/ruff format mirror tests bench
-	$(BIN)/ruff check --fix mirror tests bench
+	$(BIN)/ruff format mirror tests bench dashboards
+	$(BIN)/ruff check --fix mirror tests bench dashboards
 
 clean:
 	-$(BIN)/mirror local down --purge

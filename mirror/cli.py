@@ -46,6 +46,14 @@ def _build_parser() -> argparse.ArgumentParser:
     acls.add_argument("config", type=Path, help="path to mm2.yaml")
     acls.set_defaults(handler=_acls)
 
+    status = commands.add_parser(
+        "status", help="each flow's state, lag, last copy, heartbeat age and groups, from the clusters"
+    )
+    status.add_argument("config", type=Path, help="path to mm2.yaml")
+    status.add_argument("--flow", help="SOURCE->TARGET: only this flow")
+    status.add_argument("--json", action="store_true", help="one JSON object per flow")
+    status.set_defaults(handler=_status)
+
     _add_monitoring_commands(commands)
     add_offsets_commands(commands)
 
@@ -92,6 +100,12 @@ def _add_monitoring_commands(commands: argparse._SubParsersAction[argparse.Argum
     heartbeats.add_argument("-c", "--config", type=Path, default=Path("mm2.yaml"), help=config_help)
     heartbeats.add_argument(
         "--watch", type=float, default=3.0, help="seconds to watch for arriving heartbeats (default: 3)"
+    )
+    heartbeats.add_argument(
+        "--serve-metrics",
+        metavar="[HOST:]PORT",
+        help="keep watching and serve the paths' heartbeat age and delay at http://HOST:PORT/metrics "
+        "(HOST defaults to 127.0.0.1): an RPO monitor that outlives `mirror run`; runs until Ctrl-C",
     )
     heartbeats.set_defaults(handler=_heartbeats)
 
@@ -176,10 +190,38 @@ def _acls(args: argparse.Namespace) -> int:
     return 0
 
 
+def _status(args: argparse.Namespace) -> int:
+    import json
+
+    from mirror.client import MirrorClient
+    from mirror.config import load_config
+    from mirror.config.flow_settings import flow_settings
+    from mirror.runner.status import flow_status, render
+
+    config = load_config(args.config)
+    flows = [(s, t, flow) for s, t, flow in config.flow_endpoints() if flow.enabled]
+    if args.flow is not None:
+        flows = [(s, t, flow) for s, t, flow in flows if f"{s}->{t}" == args.flow]
+        if not flows:
+            known = ", ".join(f"{s}->{t}" for s, t, _ in config.flow_endpoints())
+            raise ConfigError([f"no enabled flow {args.flow} in {args.config}; its flows: {known}"])
+    for source, target, flow in flows:
+        status = flow_status(
+            flow_settings(config, source, target, flow), MirrorClient.from_config(config, target)
+        )
+        print(json.dumps(status.to_json()) if args.json else render(status))
+    return 0
+
+
 def _heartbeats(args: argparse.Namespace) -> int:
     from mirror.client import MirrorClient
 
-    paths = MirrorClient.from_config(args.config, args.cluster).heartbeats(watch_seconds=args.watch)
+    client = MirrorClient.from_config(args.config, args.cluster)
+    if args.serve_metrics:
+        from mirror.runner.heartbeat_monitor import monitor_heartbeats
+
+        return monitor_heartbeats(client, args.serve_metrics)
+    paths = client.heartbeats(watch_seconds=args.watch)
     if not paths:
         print(f"no heartbeats on {args.cluster}; is a flow into it running with emit_heartbeats: true?")
         return 1

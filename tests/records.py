@@ -26,7 +26,8 @@ def read_topic(
     end_reader = Consumer({**client, "group.id": "verify", "isolation.level": "read_uncommitted"})
     metadata = end_reader.list_topics(topic, timeout=30)
     partitions = sorted(metadata.topics[topic].partitions)
-    ends = {p: end_reader.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in partitions}
+    ranges = {p: end_reader.get_watermark_offsets(TopicPartition(topic, p), timeout=30) for p in partitions}
+    ends = {p: high for p, (_, high) in ranges.items()}
     end_reader.close()
     reader = Consumer(
         {
@@ -39,7 +40,8 @@ def read_topic(
     )
     reader.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
     records: dict[int, list[Record]] = {p: [] for p in partitions}
-    pending = {p for p in partitions if ends[p] > 0}
+    # A partition whose records were all deleted (retention, deleteRecords) has nothing to read.
+    pending = {p for p in partitions if ends[p] > ranges[p][0]}
     deadline = time.monotonic() + timeout
     try:
         while pending:

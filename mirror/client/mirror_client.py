@@ -6,8 +6,10 @@ cluster, so it works during an outage of the other cluster, which is when runboo
 
 from __future__ import annotations
 
+import math
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,41 +98,25 @@ class MirrorClient:
 
     def heartbeats(self, *, watch_seconds: float = 3.0) -> list[HeartbeatPath]:
         """The newest heartbeat per heartbeats topic; watches `watch_seconds` to time arrivals."""
-        names = heartbeat_topics(self._topics(), self._policy)
-        tails = {topic: PartitionTail(self._properties, topic) for topic in names}
-        newest: dict[str, Heartbeat] = {}
-        delays: dict[str, float] = {}
+        watch = HeartbeatWatch(self)
         try:
-            for topic, tail in tails.items():
-                for heartbeat in _heartbeats(tail):
-                    newest[topic] = _newer(newest.get(topic), heartbeat)
+            watch.poll()
             deadline = time.monotonic() + watch_seconds
-            while time.monotonic() < deadline and tails:
+            while time.monotonic() < deadline and watch.topics:
                 time.sleep(0.2)
-                for topic, tail in tails.items():
-                    for heartbeat in _heartbeats(tail, timeout_seconds=10):
-                        delays[topic] = max(0.0, time.time() - heartbeat.timestamp_ms / 1000)
-                        newest[topic] = _newer(newest.get(topic), heartbeat)
+                watch.poll(timeout_seconds=10)
+            return watch.paths()
         finally:
-            for tail in tails.values():
-                tail.close()
-        now = time.time()
-        paths = []
-        for topic, heartbeat in sorted(newest.items()):
-            chain = self._policy.source_chain(topic)
-            path = replication_path(chain, self.alias) if chain else f"{heartbeat.source_alias}->{self.alias}"
-            paths.append(
-                HeartbeatPath(
-                    topic,
-                    path,
-                    len(chain),
-                    heartbeat.source_alias,
-                    heartbeat.target_alias,
-                    max(0.0, now - heartbeat.timestamp_ms / 1000),
-                    delays.get(topic),
-                )
-            )
-        return paths
+            watch.close()
+
+    def _heartbeat_topics(self) -> list[str]:
+        return heartbeat_topics(self._topics(), self._policy)
+
+    def _path_of(self, topic: str, heartbeat: Heartbeat) -> tuple[str, int]:
+        """(replication path, hops) of a heartbeat read from `topic` of this cluster."""
+        chain = self._policy.source_chain(topic)
+        path = replication_path(chain, self.alias) if chain else f"{heartbeat.source_alias}->{self.alias}"
+        return path, len(chain)
 
     def translate_offsets(self, source: str, group: str) -> dict[Partition, int]:
         """Group `group`'s offsets from cluster `source`, translated to this cluster's remote topics.
@@ -159,21 +145,99 @@ class MirrorClient:
         return dict(sorted(offsets.items()))
 
 
+class HeartbeatWatch:
+    """Follows the heartbeats topics of one cluster (all of them, or `only` those): the newest
+    heartbeat of each, and how long the last one that arrived while watching took to get there.
+    Topics are listed again every `refresh_seconds`: a new flow's appear, deleted ones are dropped.
+    A topic that cannot be read is skipped until it can (`errors` says why), so one bad topic never
+    hides the others. Records that do not decode are counted per topic, never used."""
+
+    def __init__(
+        self, client: MirrorClient, *, refresh_seconds: float = 30.0, only: Collection[str] | None = None
+    ) -> None:
+        self._client = client
+        self._refresh_seconds = refresh_seconds
+        self._only = None if only is None else set(only)
+        self._listed_at = -math.inf
+        self._tails: dict[str, PartitionTail] = {}
+        self._newest: dict[str, Heartbeat] = {}
+        self._delays: dict[str, float] = {}
+        self._skipped: dict[str, int] = {}
+        self.errors: dict[str, str] = {}  # topic -> why its last read failed
+        # paths() and skipped() may be called from another thread (a metrics scrape) while poll() reads.
+        self._lock = threading.Lock()
+
+    @property
+    def topics(self) -> list[str]:
+        return sorted(self._tails)
+
+    def poll(self, *, timeout_seconds: float = 60.0) -> None:
+        """Read what arrived since the last poll; KafkaClientError only if the cluster cannot list its
+        topics. The first read of a topic finds what was there already: its newest heartbeat
+        counts, but not as an arrival to time."""
+        if time.monotonic() - self._listed_at >= self._refresh_seconds:
+            self._relist()
+        for topic, tail in list(self._tails.items()):
+            try:
+                records = tail.catch_up(timeout_seconds=timeout_seconds)
+            except KafkaClientError as exc:
+                self.errors[topic] = str(exc)
+                continue
+            self.errors.pop(topic, None)
+            with self._lock:
+                first = topic not in self._newest
+                for record in records:
+                    try:
+                        heartbeat = Heartbeat.decode(record.key, record.value)
+                    except WireFormatError:
+                        self._skipped[topic] = self._skipped.get(topic, 0) + 1
+                        continue
+                    self._newest[topic] = _newer(self._newest.get(topic), heartbeat)
+                    if not first:
+                        self._delays[topic] = max(0.0, time.time() - heartbeat.timestamp_ms / 1000)
+
+    def _relist(self) -> None:
+        listed = set(self._client._heartbeat_topics())
+        if self._only is not None:
+            listed &= self._only
+        for topic in set(self._tails) - listed:
+            self._tails.pop(topic).close()
+            self.errors.pop(topic, None)
+            with self._lock:
+                self._newest.pop(topic, None)
+                self._delays.pop(topic, None)
+        for topic in listed - set(self._tails):
+            self._tails[topic] = PartitionTail(self._client._properties, topic)
+        self._listed_at = time.monotonic()
+
+    def paths(self) -> list[HeartbeatPath]:
+        now = time.time()
+        with self._lock:
+            newest, delays = sorted(self._newest.items()), dict(self._delays)
+        paths = []
+        for topic, heartbeat in newest:
+            path, hops = self._client._path_of(topic, heartbeat)
+            age = max(0.0, now - heartbeat.timestamp_ms / 1000)
+            source, target = heartbeat.source_alias, heartbeat.target_alias
+            paths.append(HeartbeatPath(topic, path, hops, source, target, age, delays.get(topic)))
+        return paths
+
+    def skipped(self) -> dict[str, int]:
+        """Per topic, how many of its records did not decode."""
+        with self._lock:
+            return dict(self._skipped)
+
+    def close(self) -> None:
+        for tail in self._tails.values():
+            tail.close()
+        self._tails.clear()
+
+
 def translate_offsets(
     config: MirrorConfig | str | Path, cluster: str, source: str, group: str
 ) -> dict[Partition, int]:
     """`group`'s offsets from cluster `source` translated for cluster `cluster` of an mm2.yaml."""
     return MirrorClient.from_config(config, cluster).translate_offsets(source, group)
-
-
-def _heartbeats(tail: PartitionTail, *, timeout_seconds: float = 60.0) -> list[Heartbeat]:
-    beats = []
-    for record in tail.catch_up(timeout_seconds=timeout_seconds):
-        try:
-            beats.append(Heartbeat.decode(record.key, record.value))
-        except WireFormatError:
-            continue
-    return beats
 
 
 def _newer(current: Heartbeat | None, candidate: Heartbeat) -> Heartbeat:

@@ -33,7 +33,7 @@ from confluent_kafka.admin import (
 
 from mirror.errors import KafkaClientError
 from mirror.kafka.acl import TopicAcl
-from mirror.kafka.clients import translate
+from mirror.kafka.clients import retrying, translate
 
 TIMEOUT_SECONDS = 30.0
 
@@ -185,7 +185,8 @@ def _list_offsets(
     request = {TopicPartition(topic, partition): spec for topic, partition in partitions}
     if not request:
         return {}
-    try:
+
+    def ask() -> dict[Partition, int]:
         futures = admin.list_offsets(
             request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=TIMEOUT_SECONDS
         )
@@ -193,8 +194,9 @@ def _list_offsets(
             (tp.topic, tp.partition): future.result(timeout=TIMEOUT_SECONDS).offset
             for tp, future in futures.items()
         }
-    except KafkaException as exc:
-        raise translate(exc, "listing partition offsets") from exc
+
+    # Partitions just created or moving have no leader for a moment (NOT_LEADER_FOR_PARTITION).
+    return retrying(ask, doing="listing partition offsets")
 
 
 def last_stable_offsets(admin: AdminClient, partitions: Iterable[Partition]) -> dict[Partition, int]:

@@ -19,6 +19,9 @@ from mirror.errors import KafkaClientError
 from mirror.kafka.clients import consumer, translate
 
 POLL_SECONDS = 0.2
+# newest_timestamp reads this many offsets back from each partition's end: the last records and the
+# transaction markers after them (one per transaction, and a commit rarely holds a single record).
+TAIL_RECORDS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,3 +84,42 @@ class PartitionTail:
     def close(self) -> None:
         self._ends.close()
         self._reader.close()
+
+
+def newest_timestamp(
+    properties: Mapping[str, str], topic: str, *, timeout_seconds: float = 10.0
+) -> float | None:
+    """The newest committed record's timestamp (epoch seconds) over every partition of `topic`,
+    reading only the last few records of each; None if it holds none. For topics written with the
+    writer's clock (an offsets topic), that is when it was last written."""
+    reader = consumer({**properties, "group.id": "mirror-tail", "enable.auto.commit": "false",
+                       "isolation.level": "read_committed"})  # fmt: skip
+    try:
+        metadata = reader.list_topics(topic, timeout=timeout_seconds).topics.get(topic)
+        if metadata is None or metadata.error is not None:
+            return None
+        starts, ends = [], {}
+        for partition in metadata.partitions:
+            low, high = reader.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=timeout_seconds
+            )
+            if high > low:
+                starts.append(TopicPartition(topic, partition, max(low, high - TAIL_RECORDS)))
+                ends[partition] = high
+        if not starts:
+            return None
+        reader.assign(starts)
+        newest = 0
+        deadline = time.monotonic() + timeout_seconds
+        # A read_committed reader's end is the last stable offset: reads stop there, past markers.
+        while time.monotonic() < deadline:
+            for message in reader.consume(num_messages=1000, timeout=POLL_SECONDS):
+                if message.error() is None:
+                    newest = max(newest, message.timestamp()[1])
+            if all(tp.offset >= ends[tp.partition] for tp in reader.position(starts)):
+                break
+        return newest / 1000 if newest else None
+    except KafkaException as exc:
+        raise translate(exc, f"reading the newest records of {topic}") from exc
+    finally:
+        reader.close()

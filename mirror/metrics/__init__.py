@@ -2,6 +2,7 @@
 
 from mirror.metrics.checkpoints import CheckpointMetrics, HeartbeatMetrics
 from mirror.metrics.exporter import serve
+from mirror.metrics.process import RunMetrics
 from mirror.metrics.source import SourceMetrics
 
-__all__ = ["CheckpointMetrics", "HeartbeatMetrics", "SourceMetrics", "serve"]
+__all__ = ["CheckpointMetrics", "HeartbeatMetrics", "RunMetrics", "SourceMetrics", "serve"]

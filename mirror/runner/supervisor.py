@@ -32,7 +32,7 @@ from mirror.config.flow_settings import FlowSettings, flow_settings
 from mirror.config.models import FlowConfig, MirrorConfig
 from mirror.errors import ConfigError, FlowTakenOverError, MirrorError
 from mirror.kafka.clients import check_properties, wait_until_reachable
-from mirror.metrics import CheckpointMetrics, HeartbeatMetrics, SourceMetrics, serve
+from mirror.metrics import CheckpointMetrics, HeartbeatMetrics, RunMetrics, SourceMetrics, serve
 from mirror.runner.components import (
     USER_ERRORS,
     Component,
@@ -78,6 +78,7 @@ class Supervisor:
         self._metrics = SourceMetrics(self.registry)
         self._checkpoint_metrics = CheckpointMetrics(self.registry)
         self._heartbeat_metrics = HeartbeatMetrics(self.registry)
+        self._run_metrics = RunMetrics(self.registry)
         self._stats: StatsServer | None = None
 
     def request_stop(self, *_: Any) -> None:
@@ -263,40 +264,64 @@ class Supervisor:
     def _schedule(self, scheduler: BackgroundScheduler, flow: Flow) -> None:
         flow_config = flow.config
 
-        def guarded(job: Callable[[], object], what: str) -> Callable[[], None]:
+        name = flow.settings.name
+        jobs, changes = self._run_metrics.jobs, self._run_metrics.topic_changes
+
+        def guarded(job: Callable[[], object], what: str, label: str) -> Callable[[], None]:
+            # Both outcomes exist from the start: a counter first scraped at 1 shows no increase.
+            # (Its label is `operation`: Prometheus keeps `job` for the scrape job.)
+            failed, ok = jobs.labels(name, label, "failed"), jobs.labels(name, label, "ok")
+
             def run() -> None:
                 try:
                     job()
                 except FlowTakenOverError as exc:
                     self._fail(exc)
                 except MirrorError as exc:  # retried at the next interval
-                    log.warning("flow %s: %s failed: %s", flow.settings.name, what, exc)
+                    failed.inc()
+                    log.warning("flow %s: %s failed: %s", name, what, exc)
+                else:
+                    ok.inc()
 
             return run
 
         def refresh() -> None:
-            flow.topic_sync.sync()
+            result = flow.topic_sync.sync()
+            changes.labels(name, "topics_created").inc(result.created)
+            changes.labels(name, "partitions_added").inc(result.grown)
             flow.connector.refresh()  # a new copy generation if partitions were added or removed
 
         if flow_config.refresh_topics:
             scheduler.add_job(
-                guarded(refresh, "topic refresh"),
+                guarded(refresh, "topic refresh", "topic_refresh"),
                 "interval",
                 seconds=flow_config.refresh_topics_interval_seconds,
             )
         if flow_config.sync_topic_configs:
             scheduler.add_job(
-                guarded(flow.topic_sync.sync_configs, "topic config sync"),
+                guarded(
+                    lambda: changes.labels(name, "config_entries").inc(flow.topic_sync.sync_configs()),
+                    "topic config sync",
+                    "topic_config_sync",
+                ),
                 "interval",
                 seconds=flow_config.sync_topic_configs_interval_seconds,
             )
         if flow_config.sync_topic_acls:
             scheduler.add_job(
-                guarded(flow.topic_sync.sync_acls, "topic ACL sync"),
+                guarded(
+                    lambda: changes.labels(name, "acls").inc(flow.topic_sync.sync_acls()),
+                    "topic ACL sync",
+                    "topic_acl_sync",
+                ),
                 "interval",
                 seconds=flow_config.sync_topic_acls_interval_seconds,
             )
-        scheduler.add_job(guarded(flow.lease.renew, "lease renewal"), "interval", seconds=LEASE_RENEW_SECONDS)
+        scheduler.add_job(
+            guarded(flow.lease.renew, "lease renewal", "lease_renewal"),
+            "interval",
+            seconds=LEASE_RENEW_SECONDS,
+        )
 
         def read_lag() -> None:
             published = flow.connector.published
@@ -319,6 +344,8 @@ class Supervisor:
                         log.warning("flow %s: progress report failed", flow.settings.name, exc_info=True)
 
     def _check_component(self, flow: Flow, component: Component) -> None:
+        up = component.restart_at is None and component.query is not None and component.query.isActive
+        self._run_metrics.component_up.labels(flow.settings.name, component.name).set(1 if up else 0)
         if component.restart_at is not None:
             if time.monotonic() >= component.restart_at:
                 component.restart_at = None

@@ -53,9 +53,14 @@ class PositionRow:
         return None if self.position is None else max(0, self.end - self.position)
 
 
-def list_positions(settings: FlowSettings, topics: Collection[str] = ()) -> list[PositionRow]:
-    """Every partition the flow copies (of `topics`, if given), with its position and the source's range."""
-    partitions = [(t, p) for t, p in TopicSync(settings).replicated_partitions() if not topics or t in topics]
+def list_positions(
+    settings: FlowSettings, topics: Collection[str] = (), *, not_yet_on_target: bool = False
+) -> list[PositionRow]:
+    """Every partition the flow copies (of `topics`, if given), with its position and the source's
+    range; with `not_yet_on_target`, also those whose remote topic does not exist yet."""
+    sync = TopicSync(settings)
+    listed = sync.selected_partitions() if not_yet_on_target else sync.replicated_partitions()
+    partitions = [(t, p) for t, p in listed if not topics or t in topics]
     source = admin_client(settings.source_admin)
     earliest = earliest_offsets(source, partitions)
     ends = last_stable_offsets(source, partitions)
@@ -74,7 +79,7 @@ def move_positions(settings: FlowSettings, wanted: Mapping[Partition, int], *, f
     """
     if not wanted:
         return
-    owner = _last_owner(settings)
+    owner = last_owner(settings)
     if owner is None or not owner.stopping:
         who = "an unknown instance" if owner is None else f"instance {owner.instance}"
         if not force:
@@ -97,7 +102,7 @@ def move_positions(settings: FlowSettings, wanted: Mapping[Partition, int], *, f
     finally:
         lease.close()
     # A `mirror run` starting meanwhile may have taken the flow back before its tasks opened.
-    now = _last_owner(settings)
+    now = last_owner(settings)
     if now is None or now.instance != mine.instance_id:
         raise FlowInUseError(
             f"flow {settings.name}: a `mirror run` took the flow while the positions were written, and "
@@ -105,10 +110,11 @@ def move_positions(settings: FlowSettings, wanted: Mapping[Partition, int], *, f
         )
 
 
-def _last_owner(settings: FlowSettings) -> FlowMark | None:
-    """The flow's mark; an open lease transaction (a killed owner) reads as no mark at all."""
+def last_owner(settings: FlowSettings, *, wait_seconds: float = MARK_READ_SECONDS) -> FlowMark | None:
+    """The flow's mark; an open lease transaction (a killed owner) reads as no mark at all once
+    `wait_seconds` have passed without it ending."""
     reader = flow_mark_reader(settings)
-    deadline = time.monotonic() + MARK_READ_SECONDS
+    deadline = time.monotonic() + wait_seconds
     try:
         while True:
             try:

@@ -171,6 +171,11 @@ class TopicSync:
         source = list_topics(self._source_admin, what=f"source cluster {self._settings.source}")
         return self._selection().of(source)
 
+    def selected_partitions(self) -> list[tuple[str, int]]:
+        """Every source partition this flow copies, whether or not it exists on the target yet."""
+        source = list_topics(self._source_admin, what=f"source cluster {self._settings.source}")
+        return [(t, p) for t in self._selection().of(source) for p in range(source[t].partitions)]
+
     def _selection(self) -> TopicSelection:
         s = self._settings
         return TopicSelection(s.target, s.policy(), s.topic_filter(), s.heartbeats_replication)

@@ -1,0 +1,521 @@
+"""Grafana dashboards for mirror, as code: `python dashboards/build.py` writes the JSON beside it,
+`--check` fails if the committed JSON differs from what this file builds (CI runs it).
+
+Plain Python data in Grafana's dashboard JSON model (schemaVersion 39), no builder library: three
+dashboards of a few panel kinds do not need one, and the JSON stays reviewable. Every query is a
+`Query`, so tests can list them, substitute the template variables and run them against a live
+Prometheus (tests/integration/test_live_observability.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+RATE = "$__rate_interval"
+
+
+@dataclass(frozen=True)
+class Query:
+    expr: str
+    legend: str = ""
+    instant: bool = False
+
+
+@dataclass
+class Panel:
+    title: str
+    kind: str  # timeseries, stat, table
+    queries: list[Query]
+    unit: str = "short"
+    description: str = ""
+    width: int = 12
+    height: int = 8
+    thresholds: list[tuple[float, str]] = field(default_factory=list)
+
+    def to_json(self, panel_id: int, x: int, y: int) -> dict[str, Any]:
+        steps = [{"color": "green", "value": None}] + [
+            {"color": color, "value": value} for value, color in self.thresholds
+        ]
+        panel: dict[str, Any] = {
+            "id": panel_id,
+            "type": self.kind,
+            "title": self.title,
+            "description": self.description,
+            "datasource": DATASOURCE,
+            "gridPos": {"x": x, "y": y, "w": self.width, "h": self.height},
+            "fieldConfig": {
+                "defaults": {"unit": self.unit, "thresholds": {"mode": "absolute", "steps": steps}},
+                "overrides": [],
+            },
+            "targets": [
+                {
+                    "refId": chr(ord("A") + i),
+                    "datasource": DATASOURCE,
+                    "expr": q.expr,
+                    "legendFormat": q.legend,
+                    "instant": q.instant or self.kind == "table",
+                    "range": not (q.instant or self.kind == "table"),
+                    **({"format": "table"} if self.kind == "table" else {}),
+                }
+                for i, q in enumerate(self.queries)
+            ],
+            "options": {},
+        }
+        if self.kind == "stat":
+            panel["options"] = {"reduceOptions": {"calcs": ["lastNotNull"]}, "colorMode": "background"}
+        if self.kind == "table":
+            panel["transformations"] = [{"id": "merge"}]
+            panel["options"] = {"sortBy": [{"displayName": "Value", "desc": True}]}
+        return panel
+
+
+@dataclass
+class Dashboard:
+    uid: str
+    title: str
+    description: str
+    panels: list[Panel]
+    variables: list[dict[str, Any]]
+
+    def to_json(self) -> dict[str, Any]:
+        laid_out, x, y, row_height = [], 0, 0, 0
+        for panel_id, panel in enumerate(self.panels, start=1):
+            if x + panel.width > 24:
+                x, y, row_height = 0, y + row_height, 0
+            laid_out.append(panel.to_json(panel_id, x, y))
+            x, row_height = x + panel.width, max(row_height, panel.height)
+        return {
+            "uid": self.uid,
+            "title": self.title,
+            "description": self.description,
+            "tags": ["mirror", "kafka", "replication"],
+            "schemaVersion": 39,
+            "version": 1,
+            "editable": True,
+            "refresh": "30s",
+            "time": {"from": "now-1h", "to": "now"},
+            "timezone": "utc",
+            "templating": {"list": self.variables},
+            "annotations": {"list": []},
+            "links": [
+                {"title": other.title, "type": "link", "url": f"/d/{other.uid}", "keepTime": True}
+                for other in DASHBOARD_LINKS
+                if other.uid != self.uid
+            ],
+            "panels": laid_out,
+        }
+
+    def queries(self) -> Iterator[tuple[str, Query]]:
+        for panel in self.panels:
+            for query in panel.queries:
+                yield panel.title, query
+
+
+@dataclass(frozen=True)
+class Link:
+    uid: str
+    title: str
+
+
+DASHBOARD_LINKS = [
+    Link("mirror-overview", "mirror: overview"),
+    Link("mirror-flow", "mirror: flow"),
+    Link("mirror-groups", "mirror: consumer groups"),
+]
+
+
+def datasource_variable() -> dict[str, Any]:
+    return {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus"}
+
+
+def label_variable(name: str, label: str, metric: str, *, multi: bool) -> dict[str, Any]:
+    return {
+        "name": name,
+        "label": label,
+        "type": "query",
+        "datasource": DATASOURCE,
+        "query": {"query": f"label_values({metric}, {name})", "refId": name},
+        "definition": f"label_values({metric}, {name})",
+        "refresh": 2,
+        "multi": multi,
+        "includeAll": multi,
+        "allValue": ".*" if multi else None,
+        "current": {},
+        "sort": 1,
+    }
+
+
+def flows_variable(*, multi: bool) -> dict[str, Any]:
+    # Flows are named source->target (A->B): one variable selects source and target together, and
+    # the same names label heartbeat paths.
+    return label_variable("flow", "Flow (source->target)", "mirror_component_up", multi=multi)
+
+
+def or_zero(expr: str, selector: str) -> str:
+    """`expr`, or 0 per flow while it has no series: counters of rare events (errors, records
+    truncated) exist only once one happened, and a panel should show 0 rather than "No data"."""
+    return f"{expr} or (sum by (flow) (mirror_component_up{{{selector}}}) * 0)"
+
+
+def quantile(q: float, metric: str, selector: str, by: str = "flow") -> str:
+    return f"histogram_quantile({q}, sum by ({by}, le) (rate({metric}_bucket{{{selector}}}[{RATE}])))"
+
+
+def overview() -> Dashboard:
+    f = 'flow=~"$flow"'
+    p = 'path=~"$flow"'
+    panels = [
+        Panel(
+            "Components up",
+            "stat",
+            [Query(f"sum(mirror_component_up{{{f}}})", instant=True)],
+            width=4,
+            height=4,
+            description="Streaming queries running (source, checkpoint, heartbeat per flow); "
+            "one waiting to be restarted counts 0",
+        ),
+        Panel(
+            "Records/s",
+            "stat",
+            [Query(f"sum(rate(mirror_source_records_total{{{f}}}[{RATE}]))")],
+            unit="ops",
+            width=4,
+            height=4,
+        ),
+        Panel(
+            "Lag (records)",
+            "stat",
+            [Query(f"sum(mirror_source_lag_records{{{f}}})")],
+            width=4,
+            height=4,
+            thresholds=[(10_000, "orange"), (100_000, "red")],
+        ),
+        Panel(
+            "Worst heartbeat age (RPO)",
+            "stat",
+            [Query(f"max(mirror_heartbeat_age_seconds{{{p}}})")],
+            unit="s",
+            width=4,
+            height=4,
+            thresholds=[(60, "orange"), (300, "red")],
+        ),
+        Panel(
+            "Worst checkpoint delay",
+            "stat",
+            [Query(f"max(mirror_checkpoint_delay_seconds{{{f}}})")],
+            unit="s",
+            width=4,
+            height=4,
+            thresholds=[(60, "orange"), (300, "red")],
+        ),
+        Panel(
+            "Errors (1h)",
+            "stat",
+            [
+                # A kind's counter is born at its first error: a series new within the hour counts
+                # whole, the others by their increase.
+                Query(
+                    f"sum((mirror_errors_total{{{f}}} unless mirror_errors_total{{{f}}} offset 1h)"
+                    f" or increase(mirror_errors_total{{{f}}}[1h])) or vector(0)"
+                )
+            ],
+            width=4,
+            height=4,
+            thresholds=[(1, "red")],
+        ),
+        Panel(
+            "Records/s by flow",
+            "timeseries",
+            [Query(f"sum by (flow) (rate(mirror_source_records_total{{{f}}}[{RATE}]))", "{{flow}}")],
+            unit="ops",
+        ),
+        Panel(
+            "Bytes/s by flow",
+            "timeseries",
+            [Query(f"sum by (flow) (rate(mirror_source_bytes_total{{{f}}}[{RATE}]))", "{{flow}}")],
+            unit="Bps",
+        ),
+        Panel(
+            "Lag by flow (records)",
+            "timeseries",
+            [Query(f"sum by (flow) (mirror_source_lag_records{{{f}}})", "{{flow}}")],
+            description="Source end offset minus the committed position, summed over the flow's partitions",
+        ),
+        Panel(
+            "Replication latency p50 / p99",
+            "timeseries",
+            [
+                Query(quantile(0.5, "mirror_source_replication_latency_seconds", f), "{{flow}} p50"),
+                Query(quantile(0.99, "mirror_source_replication_latency_seconds", f), "{{flow}} p99"),
+            ],
+            unit="s",
+            description="Per committed transaction: its oldest record's timestamp to its commit",
+        ),
+        Panel(
+            "Heartbeat age by replication path (RPO)",
+            "timeseries",
+            [Query(f"max by (path) (mirror_heartbeat_age_seconds{{{p}}})", "{{path}}")],
+            unit="s",
+            description="Age of the newest heartbeat that arrived along each path: "
+            "data on the target is at most this old",
+        ),
+        Panel(
+            "Heartbeat replication delay",
+            "timeseries",
+            [Query(f"max by (path) (mirror_heartbeat_replication_delay_seconds{{{p}}})", "{{path}}")],
+            unit="s",
+        ),
+        Panel(
+            "Checkpoint delay (worst group)",
+            "timeseries",
+            [Query(f"max by (flow) (mirror_checkpoint_delay_seconds{{{f}}})", "{{flow}}")],
+            unit="s",
+        ),
+        Panel(
+            "Errors, fenced producers, truncated records (since start)",
+            "timeseries",
+            # Totals rather than rates: these counters are born at their first event, above zero,
+            # where increase() sees nothing; a step in the total is what an operator looks for.
+            [
+                Query(
+                    or_zero(f"sum by (flow, kind) (mirror_errors_total{{{f}}})", f), "{{flow}} error {{kind}}"
+                ),
+                Query(f"sum by (flow) (mirror_source_producers_fenced_total{{{f}}})", "{{flow}} fenced"),
+                Query(
+                    or_zero(f"sum by (flow) (mirror_source_truncated_records_total{{{f}}})", f),
+                    "{{flow}} truncated",
+                ),
+                Query(
+                    or_zero(
+                        "sum by (flow, operation) "
+                        f'(increase(mirror_background_jobs_total{{{f}, outcome="failed"}}[{RATE}]))',
+                        f,
+                    ),
+                    "{{flow}} {{operation}} failed",
+                ),
+            ],
+        ),
+        Panel(
+            "CPU (mirror, Spark JVM and workers)",
+            "timeseries",
+            [Query(f"rate(mirror_process_tree_cpu_seconds_total[{RATE}])", "{{instance}}")],
+            unit="percentunit",
+        ),
+        Panel(
+            "Memory (resident, whole process tree)",
+            "timeseries",
+            [Query("mirror_process_tree_resident_memory_bytes", "{{instance}}")],
+            unit="bytes",
+        ),
+    ]
+    return Dashboard(
+        "mirror-overview",
+        "mirror: overview",
+        "Every flow at a glance: throughput, lag, latency, RPO (heartbeat age), checkpoints, errors",
+        panels,
+        [datasource_variable(), flows_variable(multi=True)],
+    )
+
+
+def flow() -> Dashboard:
+    f = 'flow=~"$flow"'
+    panels = [
+        Panel(
+            "Top 20 partitions by lag",
+            "table",
+            [Query(f"topk(20, mirror_source_lag_records{{{f}}})")],
+            width=12,
+            height=10,
+        ),
+        Panel(
+            "Top 20 partitions by record age at commit",
+            "table",
+            [Query(f"topk(20, mirror_source_record_age_seconds{{{f}}})")],
+            unit="s",
+            width=12,
+            height=10,
+        ),
+        Panel(
+            "Records/s by topic",
+            "timeseries",
+            [Query(f"sum by (topic) (rate(mirror_source_records_total{{{f}}}[{RATE}]))", "{{topic}}")],
+            unit="ops",
+        ),
+        Panel(
+            "Lag by topic",
+            "timeseries",
+            [Query(f"sum by (topic) (mirror_source_lag_records{{{f}}})", "{{topic}}")],
+        ),
+        Panel(
+            "Copy transactions/s",
+            "timeseries",
+            [
+                Query(
+                    f"sum by (outcome) (rate(mirror_source_transactions_total{{{f}}}[{RATE}]))", "{{outcome}}"
+                )
+            ],
+            unit="ops",
+        ),
+        Panel(
+            "Replication latency p99 and gaps between epochs",
+            "timeseries",
+            [
+                Query(quantile(0.99, "mirror_source_replication_latency_seconds", f), "latency p99"),
+                Query(quantile(0.99, "mirror_source_epoch_gap_seconds", f), "epoch gap p99"),
+            ],
+            unit="s",
+        ),
+        Panel(
+            "Topic sync: what changed on the target",
+            "timeseries",
+            [Query(f"sum by (kind) (increase(mirror_topic_sync_changes_total{{{f}}}[{RATE}]))", "{{kind}}")],
+        ),
+        Panel(
+            "Background jobs",
+            "timeseries",
+            [
+                Query(
+                    f"sum by (operation, outcome) (increase(mirror_background_jobs_total{{{f}}}[{RATE}]))",
+                    "{{operation}} {{outcome}}",
+                )
+            ],
+        ),
+        Panel(
+            "Components",
+            "timeseries",
+            [Query(f"mirror_component_up{{{f}}}", "{{component}}")],
+            description="1 running, 0 waiting to be restarted",
+        ),
+        Panel(
+            "Records deleted on the source before they were copied (since start)",
+            "timeseries",
+            [
+                Query(
+                    or_zero(f"sum by (topic, partition) (mirror_source_truncated_records_total{{{f}}})", f),
+                    "{{topic}}-{{partition}}",
+                )
+            ],
+        ),
+    ]
+    return Dashboard(
+        "mirror-flow",
+        "mirror: flow",
+        "One flow in detail: partitions, topics, transactions, topic sync",
+        panels,
+        [datasource_variable(), flows_variable(multi=False)],
+    )
+
+
+def groups() -> Dashboard:
+    f = 'flow=~"$flow"'
+    panels = [
+        Panel(
+            "Checkpoint delay by group",
+            "timeseries",
+            [Query(f"max by (flow, group) (mirror_checkpoint_delay_seconds{{{f}}})", "{{flow}} {{group}}")],
+            unit="s",
+            description="Age of the source offsets the group's current checkpoints translate",
+        ),
+        Panel(
+            "Translated lag by group (records)",
+            "timeseries",
+            [
+                Query(
+                    f"sum by (flow, group) (mirror_checkpoint_translated_lag_records{{{f}}})",
+                    "{{flow}} {{group}}",
+                )
+            ],
+            description="Remote end minus the translated offset: what the group reads after a failover",
+        ),
+        Panel(
+            "Top 20 partitions by translated lag",
+            "table",
+            [Query(f"topk(20, mirror_checkpoint_translated_lag_records{{{f}}})")],
+            width=24,
+            height=10,
+        ),
+        Panel(
+            "Group offset syncs by outcome",
+            "timeseries",
+            [
+                Query(
+                    f"sum by (flow, outcome) (increase(mirror_group_offset_syncs_total{{{f}}}[{RATE}]))",
+                    "{{flow}} {{outcome}}",
+                )
+            ],
+        ),
+        Panel(
+            "Groups active on the target (not synced)",
+            "timeseries",
+            [Query(f"max by (flow, group) (mirror_group_sync_skipped_active{{{f}}})", "{{flow}} {{group}}")],
+            description="1 while the group has members on the target: its offsets there are left alone",
+        ),
+        Panel(
+            "Checkpoints emitted/s",
+            "timeseries",
+            [Query(f"sum by (flow) (rate(mirror_checkpoints_emitted_total{{{f}}}[{RATE}]))", "{{flow}}")],
+            unit="ops",
+        ),
+        Panel(
+            "Internal-topic records that did not decode",
+            "timeseries",
+            [
+                Query(
+                    or_zero(
+                        "sum by (flow, topic) "
+                        f"(increase(mirror_checkpoint_records_skipped_total{{{f}}}[{RATE}]))",
+                        f,
+                    ),
+                    "{{flow}} {{topic}}",
+                ),
+                Query(
+                    or_zero(f"sum by (topic) (increase(mirror_heartbeat_records_skipped_total[{RATE}]))", f),
+                    "{{topic}}",
+                ),
+            ],
+        ),
+    ]
+    return Dashboard(
+        "mirror-groups",
+        "mirror: consumer groups",
+        "Offset translation per group: how far behind a failover would land, and what group sync did",
+        panels,
+        [datasource_variable(), flows_variable(multi=True)],
+    )
+
+
+DASHBOARDS = {"mirror-overview.json": overview, "mirror-flow.json": flow, "mirror-groups.json": groups}
+
+
+def rendered() -> dict[str, str]:
+    return {name: json.dumps(build().to_json(), indent=2) + "\n" for name, build in DASHBOARDS.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--check", action="store_true", help="fail if the committed JSON is out of date")
+    args = parser.parse_args(argv)
+    stale = []
+    for name, text in rendered().items():
+        path = HERE / name
+        if args.check:
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                stale.append(name)
+        else:
+            path.write_text(text, encoding="utf-8")
+    if stale:
+        print(f"dashboards out of date: {', '.join(stale)}; run `python dashboards/build.py` and commit")  # noqa: T201 - a script's answer
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
