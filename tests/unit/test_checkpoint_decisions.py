@@ -7,10 +7,12 @@ through a fake admin, so the decisions run exactly as in a round, minus the clus
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
-from typing import cast
+from dataclasses import dataclass, field, replace
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions
@@ -18,7 +20,7 @@ from confluent_kafka.admin import AdminClient
 
 from mirror.checkpoint import task
 from mirror.checkpoint.checkpoints import CheckpointStore, plan_group_sync
-from mirror.checkpoint.task import _FlowState, _translate
+from mirror.checkpoint.task import CheckpointRow, _FlowState, _translate
 from mirror.config.flow_settings import FlowSettings
 from mirror.errors import NotAuthorizedError
 from mirror.kafka.admin import CommittedOffset, group_offsets
@@ -309,6 +311,80 @@ def test_a_lower_translation_of_the_same_group_offset_is_no_news_but_a_group_rew
     assert not store.is_news(Checkpoint("g", "A.orders", 0, 13, 5))
     assert not store.is_news(Checkpoint("g", "A.orders", 0, 14, 5))
     assert store.is_news(Checkpoint("g", "A.orders", 0, 12, 5))
+
+
+# A whole round, with the clusters faked: the admin calls answer fixed listings, the writer records.
+
+
+class FakeWriter:
+    """Stands in for the checkpoint producer: keeps every produce() call, commits without a broker."""
+
+    def __init__(self) -> None:
+        self.produced: list[tuple[str, dict[str, Any]]] = []
+
+    def produce(self, topic: str, **record: Any) -> None:
+        self.produced.append((topic, record))
+
+    def begin_transaction(self) -> None:
+        pass
+
+    def commit_transaction(self, timeout: float) -> None:
+        pass
+
+
+def run_round(
+    monkeypatch: pytest.MonkeyPatch,
+    state: _FlowState,
+    offsets: dict[str, dict[tuple[str, int], CommittedOffset]],
+    clock: Iterable[float] = (1_700_000_000.5, 1_700_000_003.0),
+) -> tuple[FakeWriter, list[CheckpointRow]]:
+    """One `_round` over `state` whose source groups hold `offsets`; `clock` answers time.time()."""
+    writer, ticks = FakeWriter(), iter(clock)
+    monkeypatch.setattr(task, "_writer", lambda _: writer)
+    monkeypatch.setattr(task, "_admin", lambda *_: None)
+    monkeypatch.setattr(task, "_selected_groups", lambda _: sorted(offsets))
+    monkeypatch.setattr(task, "group_offsets", lambda *_, **__: offsets)
+    monkeypatch.setattr(task, "_remote_ends", lambda *_: {})
+    monkeypatch.setattr(task, "time", SimpleNamespace(time=lambda: next(ticks), monotonic=time.monotonic))
+    return writer, task._round(state)
+
+
+def no_group_sync() -> FlowSettings:
+    return replace(flow(), sync_group_offsets=False)
+
+
+def test_a_checkpoint_record_carries_the_time_its_group_offsets_were_listed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings = no_group_sync()
+    state, _, _ = flow_state(settings, syncs=[OffsetSync("orders", 0, 3, 4)])
+    # Offsets listed at 1_700_000_000.5; the round ends 2.5 s later, which the record must not take.
+    writer, rows = run_round(monkeypatch, state, committed("g", ("orders", 0, 10)))
+    (checkpoint_record,) = [r for topic, r in writer.produced if topic == settings.checkpoints_topic()]
+    assert checkpoint_record["timestamp"] == 1_700_000_000_500
+    assert Checkpoint.decode(checkpoint_record["key"], checkpoint_record["value"]) == Checkpoint(
+        "g", "A.orders", 0, 10, 5
+    )
+    assert [(row.listed_at, row.emitted) for row in rows] == [(1_700_000_000.5, True)]
+
+
+def test_after_a_restart_the_checkpoints_topic_is_read_before_translating_so_a_lower_one_is_not_emitted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Before the restart offset 50 was checkpointed at 50; the syncs now translate it to 21 only.
+    syncs = [OffsetSync("orders", 0, 20, 20)]
+    offsets = committed("g", ("orders", 0, 50))
+    state, _, _ = flow_state(
+        no_group_sync(), syncs=syncs, checkpoints=[Checkpoint("g", "A.orders", 0, 50, 50)]
+    )
+    writer, rows = run_round(monkeypatch, state, offsets)
+    assert [(row.downstream, row.emitted) for row in rows] == [(21, False)]
+    assert writer.produced == []
+    assert state.checkpoints.last("g", "A.orders", 0) == Checkpoint("g", "A.orders", 0, 50, 50)
+    # With nothing in the checkpoints topic the same round emits the lower checkpoint.
+    fresh, _, _ = flow_state(no_group_sync(), syncs=syncs)
+    writer, rows = run_round(monkeypatch, fresh, offsets)
+    assert [(row.downstream, row.emitted) for row in rows] == [(21, True)]
 
 
 # Target group sync.

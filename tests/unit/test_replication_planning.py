@@ -174,6 +174,18 @@ def test_acl_sync_follows_mm2_rules_and_skips_what_the_target_has() -> None:
     ]
 
 
+def test_a_deny_all_acl_is_synced_to_the_remote_topic_as_deny_all() -> None:
+    # Only ALLOW ALL is narrowed to READ; a DENY keeps its full reach on the remote topic.
+    source = [
+        TopicAcl("orders", "User:bob", "*", "ALL", "ALLOW"),
+        TopicAcl("orders", "User:mallory", "*", "ALL", "DENY"),
+    ]
+    assert acls_to_sync(source, [], {"orders": "A.orders"}) == [
+        TopicAcl("A.orders", "User:bob", "*", "READ", "ALLOW"),
+        TopicAcl("A.orders", "User:mallory", "*", "ALL", "DENY"),
+    ]
+
+
 def _plan_and_partitions(
     source: dict[str, int], target: dict[str, int]
 ) -> tuple[TopicPlan, list[tuple[str, int]]]:
