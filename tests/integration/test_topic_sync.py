@@ -66,8 +66,14 @@ def test_new_topics_new_partitions_and_config_changes_reach_the_target(
         wait_until_caught_up(source_cluster, target_cluster, [first], run)
         assert topic_config(target_cluster, f"A.{first}", "retention.ms") == "1234567"
 
-        # While it runs: a new matching topic, two more partitions, and a changed config.
-        create_topic(source_cluster.bootstrap_servers, second, partitions=3)
+        # While it runs: a new matching topic (compacted, with a property MM2 never copies), two
+        # more partitions, and a changed config.
+        create_topic(
+            source_cluster.bootstrap_servers,
+            second,
+            partitions=3,
+            config={"cleanup.policy": "compact", "unclean.leader.election.enable": "true"},
+        )
         produce(source_cluster, second, range(3), 900)
         admin = AdminClient(source_cluster.properties())
         admin.create_partitions([NewPartitions(first, 4)])[first].result(timeout=30)
@@ -78,6 +84,9 @@ def test_new_topics_new_partitions_and_config_changes_reach_the_target(
 
         wait_until_caught_up(source_cluster, target_cluster, [first, second], run)
         assert partition_count(target_cluster, f"A.{first}") == 4
+        # Created with the source's configs, less the excluded ones (MM2's testReplication).
+        assert topic_config(target_cluster, f"A.{second}", "cleanup.policy") == "compact"
+        assert topic_config(target_cluster, f"A.{second}", "unclean.leader.election.enable") == "false"
         assert_eventually(
             lambda: _assert_equal(topic_config(target_cluster, f"A.{first}", "retention.ms"), "7654321"),
             timeout=30,
