@@ -19,7 +19,6 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +43,7 @@ from mirror.runner.components import (
     on_heartbeat_round,
     query_error,
 )
+from mirror.runner.flow_jobs import LEASE_RENEW_SECONDS, schedule_flow_jobs
 from mirror.runner.progress import LagReader, percentile, stats_handler
 from mirror.source.connector import SourceConnector
 from mirror.source.stats import StatsServer
@@ -53,7 +53,6 @@ from mirror.topics.sync import TopicSync
 
 log = logging.getLogger("mirror")
 
-LEASE_RENEW_SECONDS = 2.0
 UNANSWERED_SECONDS = 4 * LEASE_RENEW_SECONDS
 PROGRESS_SECONDS = 5.0
 DRAIN_SECONDS = 60.0
@@ -262,72 +261,7 @@ class Supervisor:
         return Flow(settings, flow_config, topic_sync, connector, stop_file, LagReader(settings))
 
     def _schedule(self, scheduler: BackgroundScheduler, flow: Flow) -> None:
-        flow_config = flow.config
-
-        name = flow.settings.name
-        jobs, changes = self._run_metrics.jobs, self._run_metrics.topic_changes
-
-        def guarded(job: Callable[[], object], what: str, label: str) -> Callable[[], None]:
-            # Both outcomes exist from the start: a counter first scraped at 1 shows no increase.
-            # (Its label is `operation`: Prometheus keeps `job` for the scrape job.)
-            failed, ok = jobs.labels(name, label, "failed"), jobs.labels(name, label, "ok")
-
-            def run() -> None:
-                try:
-                    job()
-                except FlowTakenOverError as exc:
-                    self._fail(exc)
-                except MirrorError as exc:  # retried at the next interval
-                    failed.inc()
-                    log.warning("flow %s: %s failed: %s", name, what, exc)
-                else:
-                    ok.inc()
-
-            return run
-
-        def refresh() -> None:
-            result = flow.topic_sync.sync()
-            changes.labels(name, "topics_created").inc(result.created)
-            changes.labels(name, "partitions_added").inc(result.grown)
-            flow.connector.refresh()  # a new copy generation if partitions were added or removed
-
-        if flow_config.refresh_topics:
-            scheduler.add_job(
-                guarded(refresh, "topic refresh", "topic_refresh"),
-                "interval",
-                seconds=flow_config.refresh_topics_interval_seconds,
-            )
-        if flow_config.sync_topic_configs:
-            scheduler.add_job(
-                guarded(
-                    lambda: changes.labels(name, "config_entries").inc(flow.topic_sync.sync_configs()),
-                    "topic config sync",
-                    "topic_config_sync",
-                ),
-                "interval",
-                seconds=flow_config.sync_topic_configs_interval_seconds,
-            )
-        if flow_config.sync_topic_acls:
-            scheduler.add_job(
-                guarded(
-                    lambda: changes.labels(name, "acls").inc(flow.topic_sync.sync_acls()),
-                    "topic ACL sync",
-                    "topic_acl_sync",
-                ),
-                "interval",
-                seconds=flow_config.sync_topic_acls_interval_seconds,
-            )
-        scheduler.add_job(
-            guarded(flow.lease.renew, "lease renewal", "lease_renewal"),
-            "interval",
-            seconds=LEASE_RENEW_SECONDS,
-        )
-
-        def read_lag() -> None:
-            published = flow.connector.published
-            flow.lag.refresh(sorted(published.assignment.partitions) if published else [])
-
-        scheduler.add_job(read_lag, "interval", seconds=PROGRESS_SECONDS, next_run_time=datetime.now(UTC))
+        schedule_flow_jobs(scheduler, flow, self._run_metrics, self._fail, lag_seconds=PROGRESS_SECONDS)
 
     def _supervise(self) -> None:
         next_report = time.monotonic() + PROGRESS_SECONDS

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib.util
 import os
 import re
 import shutil
@@ -24,7 +23,6 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import yaml
@@ -32,6 +30,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirror.local.broker import free_port
+from tests import dashboards
 from tests.groups import commit, produce
 from tests.helpers import assert_eventually, create_topic
 from tests.kafka_backends import KafkaCluster
@@ -44,15 +43,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 RPO_SECONDS = 15  # MirrorHeartbeatStale's threshold in the test copy of the rules (300 s in the real one)
 TRUNCATED = 400
-
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"dashboards_{name}", ROOT / "dashboards" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def fast_rules(directory: Path) -> Path:
@@ -155,16 +145,7 @@ def with_resumed(cluster: KafkaCluster) -> None:
 
 
 def panel_queries(flow: str) -> list[tuple[str, str, str]]:
-    build = _load("build")
-    variables = {"$__rate_interval": "15s", "$flow": flow}
-    queries = []
-    for name, dashboard in build.DASHBOARDS.items():
-        for title, query in dashboard().queries():
-            expr = query.expr
-            for variable, value in variables.items():
-                expr = expr.replace(variable, value)
-            queries.append((name, title, expr))
-    return queries
+    return dashboards.panel_queries({"$__rate_interval": "15s", "$flow": flow})
 
 
 def page(address: str) -> str:
@@ -264,7 +245,7 @@ def test_mirror_run_killed_fires_mirror_down_while_the_monitor_reports_a_growing
 
 
 def test_the_overview_picture_is_drawn_from_the_live_data(live: Live) -> None:
-    build, render = _load("build"), _load("render")
+    build, render = dashboards.load("build"), dashboards.load("render")
     picture = live.directory / "overview.png"
     render.render(
         build.overview(),

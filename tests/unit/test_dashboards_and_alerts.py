@@ -6,13 +6,10 @@ says, with a runbook of four sections (promtool: Debian's `prometheus` package, 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import yaml
@@ -20,21 +17,13 @@ from prometheus_client import CollectorRegistry
 
 from mirror.cli import _build_parser
 from mirror.metrics import CheckpointMetrics, HeartbeatMetrics, RunMetrics, SourceMetrics
+from tests import dashboards
 
 ROOT = Path(__file__).resolve().parents[2]
 ALERTS = ROOT / "dashboards" / "alerts.yaml"
 RUNBOOK_SECTIONS = ["## Meaning", "## Impact", "## Diagnosis", "## Mitigation"]
 # What a panel's template variables stand for when its query is checked or run outside Grafana.
 VARIABLES = {"$__rate_interval": "1m", "$flow": ".*"}
-
-
-def build_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("dashboards_build", ROOT / "dashboards" / "build.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
 
 
 def promtool() -> str:
@@ -55,16 +44,7 @@ def exported_samples() -> set[str]:
 
 
 def panel_queries() -> list[tuple[str, str, str]]:
-    """(dashboard, panel title, expression with the template variables substituted)."""
-    module = build_module()
-    queries = []
-    for name, build in module.DASHBOARDS.items():
-        for title, query in build().queries():
-            expr = query.expr
-            for variable, value in VARIABLES.items():
-                expr = expr.replace(variable, value)
-            queries.append((name, title, expr))
-    return queries
+    return dashboards.panel_queries(VARIABLES)
 
 
 def alert_rules() -> list[dict[str, object]]:
@@ -77,7 +57,9 @@ def metric_names(expr: str) -> set[str]:
 
 
 def test_the_committed_dashboards_are_what_build_py_builds() -> None:
-    assert build_module().main(["--check"]) == 0, "run `python dashboards/build.py` and commit the JSON"
+    assert dashboards.load("build").main(["--check"]) == 0, (
+        "run `python dashboards/build.py` and commit the JSON"
+    )
 
 
 def test_every_dashboard_query_names_only_metrics_mirror_exports() -> None:
@@ -123,7 +105,7 @@ def test_every_dashboard_query_parses(tmp_path: Path) -> None:
 
 
 def test_the_dashboards_select_flows_with_a_variable_and_rates_use_the_rate_interval() -> None:
-    module = build_module()
+    module = dashboards.load("build")
     for build in module.DASHBOARDS.values():
         dashboard = build().to_json()
         assert {v["name"] for v in dashboard["templating"]["list"]} == {"datasource", "flow"}

@@ -1,0 +1,82 @@
+"""A flow's background jobs on the supervisor's scheduler: topic refresh, topic config and ACL sync,
+lease renewal and the lag reading. Each job's failures are retried at its next interval and counted
+(`mirror_background_jobs_total`), except a takeover of the flow, which ends the run."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from mirror.errors import FlowTakenOverError, MirrorError
+from mirror.metrics import RunMetrics
+from mirror.runner.components import Flow
+
+log = logging.getLogger(__name__)
+
+LEASE_RENEW_SECONDS = 2.0
+
+
+def schedule_flow_jobs(
+    scheduler: BackgroundScheduler,
+    flow: Flow,
+    metrics: RunMetrics,
+    fail: Callable[[MirrorError], None],
+    *,
+    lag_seconds: float,
+) -> None:
+    name, config, sync = flow.settings.name, flow.config, flow.topic_sync
+    changes = metrics.topic_changes
+
+    def guarded(job: Callable[[], object], what: str) -> Callable[[], None]:
+        # Both outcomes exist from the start: a counter first scraped at 1 shows no increase.
+        # (Its label is `operation`: Prometheus keeps `job` for the scrape job.)
+        operation = what.replace(" ", "_").lower()
+        failed, ok = (metrics.jobs.labels(name, operation, outcome) for outcome in ("failed", "ok"))
+
+        def run() -> None:
+            try:
+                job()
+            except FlowTakenOverError as exc:
+                fail(exc)
+            except MirrorError as exc:  # retried at the next interval
+                failed.inc()
+                log.warning("flow %s: %s failed: %s", name, what, exc)
+            else:
+                ok.inc()
+
+        return run
+
+    def refresh() -> None:
+        result = sync.sync()
+        changes.labels(name, "topics_created").inc(result.created)
+        changes.labels(name, "partitions_added").inc(result.grown)
+        flow.connector.refresh()  # a new copy generation if partitions were added or removed
+
+    jobs: list[tuple[bool, float, Callable[[], object], str]] = [
+        (config.refresh_topics, config.refresh_topics_interval_seconds, refresh, "topic refresh"),
+        (
+            config.sync_topic_configs,
+            config.sync_topic_configs_interval_seconds,
+            lambda: changes.labels(name, "config_entries").inc(sync.sync_configs()),
+            "topic config sync",
+        ),
+        (
+            config.sync_topic_acls,
+            config.sync_topic_acls_interval_seconds,
+            lambda: changes.labels(name, "acls").inc(sync.sync_acls()),
+            "topic ACL sync",
+        ),
+        (True, LEASE_RENEW_SECONDS, flow.lease.renew, "lease renewal"),
+    ]
+    for enabled, seconds, job, what in jobs:
+        if enabled:
+            scheduler.add_job(guarded(job, what), "interval", seconds=seconds)
+
+    def read_lag() -> None:
+        published = flow.connector.published
+        flow.lag.refresh(sorted(published.assignment.partitions) if published else [])
+
+    scheduler.add_job(read_lag, "interval", seconds=lag_seconds, next_run_time=datetime.now(UTC))
