@@ -278,14 +278,17 @@ class Supervisor:
                         log.warning("flow %s: progress report failed", flow.settings.name, exc_info=True)
 
     def _check_component(self, flow: Flow, component: Component) -> None:
-        up = component.restart_at is None and component.query is not None and component.query.isActive
-        self._run_metrics.component_up.labels(flow.settings.name, component.name).set(1 if up else 0)
+        up = self._run_metrics.component_up.labels(flow.settings.name, component.name)
         if component.restart_at is not None:
+            up.set(0)
             if time.monotonic() >= component.restart_at:
                 component.restart_at = None
                 self._start_component(component)
             return
-        if component.query is None or component.query.isActive:
+        # One py4j round trip per component and check (twice a second): asked once.
+        active = component.query is not None and component.query.isActive
+        up.set(1 if active else 0)
+        if component.query is None or active:
             return
         kind, error = query_error(flow.settings, component.query)
         self._metrics.errors.labels(flow.settings.name, kind).inc()
