@@ -3,6 +3,7 @@ names librdkafka shares, and the reasons for what is deliberately not carried ov
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -143,12 +144,30 @@ RENAMED_CLIENT_PROPERTIES: Mapping[str, str] = {
     "max.request.size": "message.max.bytes",
     "sasl.oauthbearer.token.endpoint.url": "sasl.oauthbearer.token.endpoint.url",
 }
+
+
+def _kilobytes(value: str) -> str:
+    try:
+        size = int(value)
+    except ValueError:
+        raise ValueError(f"{value.strip()!r} is not a number of bytes") from None
+    return str(max(1, math.ceil(size / 1024)))
+
+
+# Java client properties librdkafka has in another unit: Java name -> (librdkafka name, converter).
+CONVERTED_CLIENT_PROPERTIES: Mapping[str, tuple[str, Converter]] = {
+    # Both bound the memory a producer holds for records not yet sent (a container's memory limit).
+    "buffer.memory": ("queue.buffering.max.kbytes", _kilobytes),
+}
 DROPPED_CLIENT_PROPERTIES: Mapping[str, str] = {
     "isolation.level": "mirror always reads the source read_committed",
     "enable.auto.commit": "mirror never auto-commits",
     "ssl.truststore.location": "librdkafka reads PEM CA files: export the truststore and set ssl.ca.location",
     "ssl.truststore.password": "librdkafka reads PEM CA files: export the truststore and set ssl.ca.location",
     "ssl.truststore.type": "librdkafka reads PEM CA files",
+    "ssl.keystore.type": "librdkafka takes the format from the property holding the key: "
+    "ssl.keystore.location (PKCS#12), ssl.certificate.location and ssl.key.location (PEM files) "
+    "or ssl.certificate.pem and ssl.key.pem",
     "key.serializer": "mirror copies bytes",
     "value.serializer": "mirror copies bytes",
     "key.deserializer": "mirror copies bytes",

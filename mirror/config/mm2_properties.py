@@ -11,6 +11,7 @@ everything else only from the role level, so the imported file replicates as MM2
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from pydantic import ValidationError
 from mirror.config.flow_settings import heartbeat_pairs
 from mirror.config.loader import validation_problems
 from mirror.config.mm2_keys import (
+    CONVERTED_CLIENT_PROPERTIES,
     DEFAULT_DIFFERENCES,
     DROPPED_CLIENT_PROPERTIES,
     FLOW_PROPERTIES,
@@ -40,6 +42,11 @@ from mirror.errors import PropertiesImportError
 _JAAS = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
 _FLOW_KEY = re.compile(r"^([^.\s>-]+(?:-[^.\s>-]+)*)->([^.\s]+?)\.(.+)$")
 _ROLES = ("consumer", "producer", "admin")
+_END_OF_LINE_COMMENT = re.compile(r"\s(#.*)$")
+_WORKER_STORAGE = (
+    "a Connect worker storage setting; mirror has no config or status topics and creates its offsets "
+    "topic with internal_topics_replication_factor"
+)
 
 
 @dataclass
@@ -59,6 +66,12 @@ class _Draft:
     # Java security settings each cluster sets itself; they win over the top-level ones.
     cluster_client_keys: dict[str, set[str]] = field(default_factory=dict)
     exactly_once_targets: set[str] = field(default_factory=set)
+    # The Connect workers' offsets topic (offset.storage.topic): top level, and per target cluster
+    # as (key, topic); MM2's workers of a flow keep its source positions there.
+    worker_offsets_topic: str | None = None
+    cluster_offsets_topics: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # ssl.truststore.type per key prefix ("", "A.", "A.consumer."), to read a PEM truststore as a CA file.
+    truststore_types: dict[str, str] = field(default_factory=dict)
     dropped: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -80,12 +93,24 @@ def read_properties(path: Path) -> dict[str, str]:
 def import_properties(path: Path) -> ImportResult:
     """The mm2.yaml equivalent of an MM2 properties file, validated before it is returned."""
     raw = read_properties(path)
-    aliases = comma_list(raw.get("clusters", ""))
+    problems = [problem for key, value in raw.items() if (problem := _comment_in_value(path, key, value))]
+    aliases = comma_list(_END_OF_LINE_COMMENT.sub("", raw.get("clusters", "")))
     if not aliases:
-        raise PropertiesImportError(
-            [f"{path}: no 'clusters' property; MM2 files list their aliases as clusters = A, B"]
-        )
-    draft = _Draft(clusters={alias: {} for alias in aliases})
+        problems.append(f"{path}: no 'clusters' property; MM2 files list their aliases as clusters = A, B")
+    problems += [
+        _missing_bootstrap(path, alias, raw) for alias in aliases if f"{alias}.bootstrap.servers" not in raw
+    ]
+    if problems:
+        raise PropertiesImportError(problems)
+    bootstraps = {alias: raw[f"{alias}.bootstrap.servers"].strip() for alias in aliases}
+    draft = _Draft(
+        clusters={alias: {"bootstrap_servers": bootstrap} for alias, bootstrap in bootstraps.items()},
+        truststore_types={
+            key.removesuffix("ssl.truststore.type"): value.strip().upper()
+            for key, value in raw.items()
+            if key.endswith("ssl.truststore.type")
+        },
+    )
     for key, value in raw.items():
         if key != "clusters":
             _place(key, value, aliases, draft)
@@ -100,6 +125,28 @@ def import_properties(path: Path) -> ImportResult:
         + yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
     )
     return ImportResult(text, draft.dropped, draft.notes)
+
+
+def _comment_in_value(path: Path, key: str, value: str) -> str | None:
+    """A problem if `value` ends in a "# ..." comment and the importer parses it (a name, list or number)."""
+    flow_match = _FLOW_KEY.match(key)
+    name = flow_match.group(3) if flow_match else key
+    match = _END_OF_LINE_COMMENT.search(value)
+    if match is None or not (
+        name in FLOW_PROPERTIES or key == "clusters" or key.endswith(".bootstrap.servers")
+    ):
+        return None
+    return (
+        f"{path}: {key}: {match.group(1)!r} is part of the value, as .properties files have no "
+        "end-of-line comments (MM2 reads it so too); move the comment to a line of its own"
+    )
+
+
+def _missing_bootstrap(path: Path, alias: str, raw: dict[str, str]) -> str:
+    wanted = f"{alias}.bootstrap.servers"
+    other = next((key for key in raw if key.lower() == wanted.lower()), None)
+    hint = f" ({other} is another alias: aliases are case-sensitive, in MM2 too)" if other else ""
+    return f"{path}: cluster {alias}: no {wanted} in the properties file; add it{hint}"
 
 
 def _validated(path: Path, document: dict[str, Any]) -> MirrorConfig:
@@ -130,7 +177,12 @@ def _place(key: str, value: str, aliases: list[str], draft: _Draft) -> None:
         _flow_setting(key, flow_match.group(3), value, flow, draft, pair=(source, target))
         return
     alias, _, rest = key.partition(".")
-    if alias in aliases and rest:
+    if "->" in alias:
+        draft.dropped.append(
+            f"{key}: names no flow between two of the clusters ({', '.join(aliases)}), so MM2 ignores it "
+            "too; check the aliases' spelling"
+        )
+    elif alias in aliases and rest:
         _cluster_setting(key, alias, rest, value, draft)
     else:
         _top_level_setting(key, value, aliases, draft)
@@ -144,11 +196,10 @@ def _top_level_setting(key: str, value: str, aliases: list[str], draft: _Draft) 
             draft.exactly_once_targets.update(aliases)
     elif _unsupported(key):
         draft.dropped.append(f"{key}: {_unsupported(key)}")
+    elif key == "offset.storage.topic":
+        draft.worker_offsets_topic = value.strip()
     elif key.startswith(WORKER_STORAGE_PREFIXES):
-        draft.dropped.append(
-            f"{key}: a Connect worker storage setting; mirror has no config or status topics and creates "
-            "its offsets topic with internal_topics_replication_factor"
-        )
+        draft.dropped.append(f"{key}: {_WORKER_STORAGE}")
     elif _is_security_property(key):
         converted: dict[str, Any] = {}
         _client_property(key, key, value, converted, draft)
@@ -194,7 +245,12 @@ def _flow_setting(
     mapping = FLOW_PROPERTIES.get(name)
     if mapping is None:
         reason = _per_flow_client_setting(name, pair) if pair else None
-        draft.dropped.append(f"{key}: {reason or f'no mirror flow setting corresponds to {name!r}'}")
+        if reason is None:
+            close = difflib.get_close_matches(name, FLOW_PROPERTIES, n=1, cutoff=0.75)
+            reason = f"no mirror flow setting corresponds to {name!r}" + (
+                f" (did you mean {close[0]!r}?)" if close else ""
+            )
+        draft.dropped.append(f"{key}: {reason}")
         return
     yaml_key, convert = mapping
     try:
@@ -245,12 +301,21 @@ def _cluster_setting(key: str, alias: str, rest: str, value: str, draft: _Draft)
     role, _, role_key = rest.partition(".")
     if role in _ROLES and role_key:
         if role_key == "bootstrap.servers":
+            if comma_list(value) != comma_list(cluster["bootstrap_servers"]):
+                draft.dropped.append(
+                    f"{key}: mirror's clients of {alias} all use its bootstrap_servers; if these servers are "
+                    f"not brokers of the same cluster, set bootstrap_servers of clusters.{alias} to the ones "
+                    "to replicate with"
+                )
             return  # MM2 copies the cluster's bootstrap into each role; ours is the same one value
         _client_property(key, role_key, value, cluster.setdefault(role, {}), draft)
         return
     if rest == "exactly.once.source.support":
         if value.strip() == "enabled":
             draft.exactly_once_targets.add(alias)
+        return
+    if rest == "offset.storage.topic":
+        draft.cluster_offsets_topics[alias] = (key, value.strip())
         return
     if _is_security_property(rest):
         draft.cluster_client_keys.setdefault(alias, set()).add(rest)
@@ -259,6 +324,8 @@ def _cluster_setting(key: str, alias: str, rest: str, value: str, draft: _Draft)
         draft.dropped.append(f"{key}: {DROPPED_CLIENT_PROPERTIES[rest]}")
     elif _is_client_property(rest):
         draft.dropped.append(f"{key}: {_ignored_by_mm2('the cluster level', f'clusters.{alias}')}")
+    elif rest.startswith(WORKER_STORAGE_PREFIXES):
+        draft.dropped.append(f"{key}: {_WORKER_STORAGE}")
     else:
         reason = _unsupported(rest) or "a Connect worker setting with no mirror equivalent"
         draft.dropped.append(f"{key}: {reason}")
@@ -273,6 +340,7 @@ def _is_client_property(name: str) -> bool:
     return (
         name in SAME_CLIENT_PROPERTIES
         or name in RENAMED_CLIENT_PROPERTIES
+        or name in CONVERTED_CLIENT_PROPERTIES
         or name in DROPPED_CLIENT_PROPERTIES
         or name.startswith(("ssl.", "sasl."))
     )
@@ -287,8 +355,21 @@ def _client_property(key: str, name: str, value: str, target: dict[str, Any], dr
         else:
             draft.dropped.append(f"{key}: only PLAIN/SCRAM username and password JAAS configs convert")
         return
+    prefix = key.removesuffix(name)
+    if name == "ssl.truststore.location" and _truststore_type(prefix, draft) == "PEM":
+        target["ssl.ca.location"] = value.strip()  # a PEM truststore is a file of CA certificates
+        return
+    if (name, value.strip().upper()) in {("ssl.truststore.type", "PEM"), ("ssl.keystore.type", "PKCS12")}:
+        return  # the formats librdkafka reads: its ssl.ca.location and ssl.keystore.location carry them
     if name in DROPPED_CLIENT_PROPERTIES:
         draft.dropped.append(f"{key}: {DROPPED_CLIENT_PROPERTIES[name]}")
+        return
+    if name in CONVERTED_CLIENT_PROPERTIES:
+        librdkafka_name, convert = CONVERTED_CLIENT_PROPERTIES[name]
+        try:
+            target[librdkafka_name] = convert(value)
+        except ValueError as exc:
+            draft.dropped.append(f"{key}: {exc}")
         return
     if name in SAME_CLIENT_PROPERTIES or name in RENAMED_CLIENT_PROPERTIES:
         target[RENAMED_CLIENT_PROPERTIES.get(name, name)] = value.strip()
@@ -298,11 +379,18 @@ def _client_property(key: str, name: str, value: str, target: dict[str, Any], dr
     )
 
 
+def _truststore_type(prefix: str, draft: _Draft) -> str:
+    """The ssl.truststore.type for a location set at `prefix` ("A.consumer."): its own, else the
+    cluster's, else the top level's, as MM2 hands security settings down."""
+    levels = prefix.split(".")[:-1]
+    for depth in range(len(levels), -1, -1):
+        found = draft.truststore_types.get("".join(f"{level}." for level in levels[:depth]))
+        if found is not None:
+            return found
+    return "JKS"  # Kafka's default
+
+
 def _cluster_document(alias: str, cluster: dict[str, Any], draft: _Draft) -> dict[str, Any]:
-    if "bootstrap_servers" not in cluster:
-        raise PropertiesImportError(
-            [f"cluster {alias}: no {alias}.bootstrap.servers in the properties file; add it"]
-        )
     bootstrap = cluster.pop("bootstrap_servers")
     # Top-level security settings apply where the cluster does not set the same Java property itself.
     properties = cluster.setdefault("properties", {})
@@ -325,6 +413,12 @@ def _document(draft: _Draft) -> dict[str, Any]:
         if not flow["enabled"]:
             flows[name] = flow
             continue
+        # Where MM2's workers kept the positions, so mirror resumes from them: the connector's own
+        # offsets.storage.topic, else the workers' (the top level's wins over the target cluster's).
+        _, cluster_topic = draft.cluster_offsets_topics.get(target, ("", None))
+        worker_topic = draft.worker_offsets_topic or cluster_topic
+        if worker_topic is not None:
+            flow.setdefault("offsets_storage_topic", worker_topic)
         if "exactly_once" not in flow:
             draft.notes.append(
                 f"{name}: MM2 ran this flow at-least-once; mirror runs it exactly-once by default "
@@ -340,7 +434,20 @@ def _document(draft: _Draft) -> dict[str, Any]:
         draft.notes.append(
             "no <A>-><B>.* settings found, so no flow was written; MM2 would replicate nothing either"
         )
+    _unused_offsets_topics(flows, draft)
     return {"clusters": clusters, "flows": flows}
+
+
+def _unused_offsets_topics(flows: dict[str, Any], draft: _Draft) -> None:
+    targets = {name.split("->")[1] for name, flow in flows.items() if flow["enabled"]}
+    for alias, (key, _) in draft.cluster_offsets_topics.items():
+        if draft.worker_offsets_topic is not None:
+            draft.dropped.append(f"{key}: MM2's workers take the top-level offset.storage.topic instead")
+        elif alias not in targets:
+            draft.dropped.append(
+                f"{key}: the offsets topic of MM2's workers that write into {alias}; no enabled flow "
+                f"replicates into {alias}, so no flow takes it"
+            )
 
 
 def _without_offset_syncs(name: str, flow: dict[str, Any], draft: _Draft) -> None:

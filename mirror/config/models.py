@@ -245,7 +245,7 @@ class MetricsConfig(_Model):
     port: Annotated[int, Field(ge=0, le=65535)] = 9464
 
 
-FLOW_KEY = re.compile(r"^\s*([^\s\->]+)\s*->\s*([^\s\->]+)\s*$")
+FLOW_KEY = re.compile(r"^\s*([^\s>]+?)\s*->\s*([^\s>]+)\s*$")
 
 
 def parse_flow_key(key: str) -> tuple[str, str]:

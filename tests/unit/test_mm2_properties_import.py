@@ -359,3 +359,177 @@ def test_internal_topic_replication_factors_fold_into_one_and_a_conflict_is_repo
         "already 3 from another *.topic.replication.factor; kept that"
         in _reasons(result)["offset-syncs.topic.replication.factor"]
     )
+
+
+def test_an_end_of_line_comment_in_a_value_the_import_reads_is_refused_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Kafka's geo-replication docs write `clusters = us-west, us-east   # defines cluster aliases`.
+    # A .properties file has no such comments: MM2 takes them as part of the value, an alias, a
+    # topic pattern that matches nothing, an `enabled` that is not true.
+    path = tmp_path / "mm2.properties"
+    path.write_text(
+        "clusters = A, B   # two clusters\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n"
+        "A->B.enabled = true  # on\ntopics = orders.* # some\nA.consumer.client.id = mm2 #1\n",
+        encoding="utf-8",
+    )
+    assert main(["config", "import", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    fix = "is part of the value, as .properties files have no end-of-line comments (MM2 reads it so too)"
+    assert err.splitlines() == [
+        f"mirror: {path}: clusters: '# two clusters' {fix}; move the comment to a line of its own",
+        f"mirror: {path}: A->B.enabled: '# on' {fix}; move the comment to a line of its own",
+        f"mirror: {path}: topics: '# some' {fix}; move the comment to a line of its own",
+    ]
+
+
+def test_a_missing_bootstrap_names_the_key_that_differs_only_in_case(tmp_path: Path) -> None:
+    # Kafka's docs (active/active example) write Us-east.bootstrap.servers for cluster us-east.
+    path = tmp_path / "mm2.properties"
+    path.write_text(
+        "clusters = A, b\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n", encoding="utf-8"
+    )
+    with pytest.raises(PropertiesImportError) as caught:
+        import_properties(path)
+    assert caught.value.problems == [
+        f"{path}: cluster b: no b.bootstrap.servers in the properties file; add it "
+        "(B.bootstrap.servers is another alias: aliases are case-sensitive, in MM2 too)"
+    ]
+
+
+def test_a_flow_key_naming_a_cluster_not_listed_is_reported_as_ignored(tmp_path: Path) -> None:
+    # Kafka's docs write us-west->us.east.topics; MM2 applies <A>-><B>. keys of its cluster pairs only.
+    config, result = _convert(
+        tmp_path, TWO_CLUSTERS + "A->B.enabled = true\nA->C.topics = x\nA->B.groups = g\n"
+    )
+    assert _reasons(result) == {
+        "A->C.topics": "names no flow between two of the clusters (A, B), so MM2 ignores it too; check the "
+        "aliases' spelling"
+    }
+    assert config.flows["A->B"].topics == [".*"]
+
+
+def test_a_misspelt_flow_setting_is_reported_with_the_setting_it_resembles(tmp_path: Path) -> None:
+    # Kafka's docs write us-west->us-east.emit.heartbeats = false, which MM2 ignores: it emits heartbeats.
+    config, result = _convert(tmp_path, TWO_CLUSTERS + "A->B.enabled = true\nA->B.emit.heartbeats = false\n")
+    assert _reasons(result) == {
+        "A->B.emit.heartbeats": "no mirror flow setting corresponds to 'emit.heartbeats' "
+        "(did you mean 'emit.heartbeats.enabled'?)"
+    }
+    assert config.flows["A->B"].emit_heartbeats is True
+
+
+def test_a_role_bootstrap_other_than_the_clusters_is_reported_and_the_same_one_is_not(tmp_path: Path) -> None:
+    # Kafka's docs set us-west.admin.bootstrap.servers: MM2's admin clients of us-west use it, while
+    # mirror has one bootstrap_servers per cluster. Dropping it silently hid that.
+    config, result = _convert(
+        tmp_path,
+        TWO_CLUSTERS + "A->B.enabled = true\nA.admin.bootstrap.servers = a2:9092\n"
+        "B.producer.bootstrap.servers = b:9092\n",
+    )
+    reasons = _reasons(result)
+    assert list(reasons) == ["A.admin.bootstrap.servers"]
+    assert reasons["A.admin.bootstrap.servers"].startswith(
+        "mirror's clients of A all use its bootstrap_servers;"
+    )
+    assert config.clusters["A"].client_properties("admin")["bootstrap.servers"] == "a:9092"
+
+
+@pytest.mark.parametrize(
+    ("lines", "topics", "reported"),
+    [
+        pytest.param(
+            "B.offset.storage.topic = b-offsets\n", {"A->B": "b-offsets", "B->A": None}, [], id="target"
+        ),
+        pytest.param(
+            "offset.storage.topic = all-offsets\nB.offset.storage.topic = b-offsets\n",
+            {"A->B": "all-offsets", "B->A": "all-offsets"},
+            ["B.offset.storage.topic"],
+            id="top-level-wins",
+        ),
+        pytest.param(
+            "B.offset.storage.topic = b-offsets\nA->B.offsets.storage.topic = flow-offsets\n",
+            {"A->B": "flow-offsets", "B->A": None},
+            [],
+            id="connector-level-wins",
+        ),
+    ],
+)
+def test_the_workers_offsets_topic_is_where_the_flows_into_that_cluster_resume_from(
+    tmp_path: Path, lines: str, topics: dict[str, str | None], reported: list[str]
+) -> None:
+    # MirrorMakerConfig.workerConfig: the workers of flow A->B take B's settings, then the top-level
+    # offset.storage.* ones, and keep A->B's source positions in that offsets topic on B (Strimzi's
+    # offsetStorageTopic). A connector's own offsets.storage.topic (KIP-618) comes first.
+    config, result = _convert(tmp_path, TWO_CLUSTERS + "A->B.enabled = true\nB->A.enabled = true\n" + lines)
+    for name, topic in topics.items():
+        source, target = name.split("->")
+        settings = flow_settings(config, source, target, config.flows[name])
+        assert settings.offsets_topic == (topic or f"mm2-offsets.{source}.internal"), name
+        assert config.flows[name].offsets_storage_topic == topic, name
+    reasons = _reasons(result)
+    assert list(reasons) == reported
+    assert all("take the top-level offset.storage.topic instead" in reasons[key] for key in reported)
+
+
+def test_a_workers_offsets_topic_of_a_cluster_no_flow_writes_into_is_reported(tmp_path: Path) -> None:
+    config, result = _convert(
+        tmp_path,
+        TWO_CLUSTERS + "A->B.enabled = true\nA.offset.storage.topic = a-offsets\n"
+        "A.offset.storage.replication.factor = 3\n",
+    )
+    reasons = _reasons(result)
+    assert "no enabled flow replicates into A, so no flow takes it" in reasons["A.offset.storage.topic"]
+    assert reasons["A.offset.storage.replication.factor"].startswith("a Connect worker storage setting;")
+    assert config.flows["A->B"].offsets_storage_topic is None
+
+
+def test_a_pem_truststore_becomes_librdkafkas_ca_location_where_its_type_applies(tmp_path: Path) -> None:
+    # Strimzi hands MM2 its trusted certificates as a PEM truststore; librdkafka reads such a file as
+    # ssl.ca.location. The type applies as MM2 hands security settings down: role, cluster, top level.
+    config, result = _convert(
+        tmp_path,
+        TWO_CLUSTERS
+        + "A->B.enabled = true\nssl.truststore.type = PEM\nA.ssl.truststore.location = /certs/a.crt\n"
+        "B.ssl.truststore.type = JKS\nB.ssl.truststore.location = /certs/b.jks\n"
+        "B.producer.ssl.truststore.type = pem\nB.producer.ssl.truststore.location = /certs/b.crt\n",
+    )
+    a, b = config.clusters["A"], config.clusters["B"]
+    assert {role: a.client_properties(role)["ssl.ca.location"] for role in ROLES} == dict.fromkeys(
+        ROLES, "/certs/a.crt"
+    )
+    assert b.client_properties("producer")["ssl.ca.location"] == "/certs/b.crt"
+    assert "ssl.ca.location" not in b.client_properties("admin")
+    reasons = _reasons(result)
+    assert list(reasons) == ["B.ssl.truststore.type", "B.ssl.truststore.location"]
+    assert "export the truststore and set ssl.ca.location" in reasons["B.ssl.truststore.location"]
+
+
+def test_a_keystore_type_librdkafka_reads_is_implied_and_another_is_reported(tmp_path: Path) -> None:
+    config, result = _convert(
+        tmp_path,
+        TWO_CLUSTERS
+        + "A->B.enabled = true\nA.ssl.keystore.type = PKCS12\nA.ssl.keystore.location = /certs/a.p12\n"
+        "B.ssl.keystore.type = PEM\n",
+    )
+    assert config.clusters["A"].client_properties("admin")["ssl.keystore.location"] == "/certs/a.p12"
+    reasons = _reasons(result)
+    assert list(reasons) == ["B.ssl.keystore.type"]
+    assert "ssl.certificate.location and ssl.key.location (PEM files)" in reasons["B.ssl.keystore.type"]
+
+
+def test_buffer_memory_becomes_librdkafkas_producer_queue_bound_in_kilobytes(tmp_path: Path) -> None:
+    # Kafka's docs set us-east.producer.buffer.memory = 32768: both bound what a producer holds unsent,
+    # which a container's memory limit depends on (librdkafka's default is 1 GiB, Java's 32 MiB).
+    config, result = _convert(
+        tmp_path,
+        TWO_CLUSTERS
+        + "A->B.enabled = true\nB.producer.buffer.memory = 32768\nA.producer.buffer.memory = 1000\n"
+        "B.admin.buffer.memory = lots\nbuffer.memory = 1\n",
+    )
+    assert config.clusters["B"].client_properties("producer")["queue.buffering.max.kbytes"] == "32"
+    assert config.clusters["A"].client_properties("producer")["queue.buffering.max.kbytes"] == "1"
+    reasons = _reasons(result)
+    assert reasons["B.admin.buffer.memory"] == "'lots' is not a number of bytes"
+    assert "only security.protocol, ssl.* and sasl.*" in reasons["buffer.memory"]
