@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from mirror import __version__
 from mirror.cli_offsets import add_offsets_commands
+from mirror.cli_verify import add_verify_command
 from mirror.errors import ConfigError, MirrorError
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
     _add_monitoring_commands(commands)
     add_offsets_commands(commands)
+    add_verify_command(commands)
 
     config = commands.add_parser("config", help="configuration tools")
     config_commands = config.add_subparsers(dest="config_command", required=True, metavar="COMMAND")

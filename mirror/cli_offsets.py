@@ -40,7 +40,8 @@ def add_offsets_commands(commands: Any) -> None:
     reset.set_defaults(handler=_reset)
 
 
-def _settings(args: argparse.Namespace) -> FlowSettings:
+def flow_from_args(args: argparse.Namespace) -> FlowSettings:
+    """The flow named by --flow in args.config, or its only flow."""
     from mirror.config import load_config
     from mirror.config.flow_settings import flow_settings
     from mirror.errors import ConfigError
@@ -60,7 +61,7 @@ def _settings(args: argparse.Namespace) -> FlowSettings:
 def _list(args: argparse.Namespace) -> int:
     from mirror.source.offsets_admin import list_positions
 
-    rows = list_positions(_settings(args), args.topic)
+    rows = list_positions(flow_from_args(args), args.topic)
     if args.json:
         for row in rows:
             print(json.dumps({**row.__dict__, "lag": row.lag}))
@@ -81,11 +82,11 @@ def _alter(args: argparse.Namespace) -> int:
             return row.end
         return int(args.to_offset)
 
-    return _move(args, _settings(args), target)
+    return _move(args, flow_from_args(args), target)
 
 
 def _reset(args: argparse.Namespace) -> int:
-    settings = _settings(args)
+    settings = flow_from_args(args)
     latest = settings.auto_offset_reset == "latest"
     return _move(args, settings, lambda row: row.end if latest else row.earliest)
 

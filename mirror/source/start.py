@@ -45,6 +45,9 @@ def read_positions(
         found = committed.get((part.remote_topic, part.partition))
         if found is not None and part not in recreated:
             part.position = part.committed = found[0]
+            # Carried forward, so a commit that moves the position without copying (past records the
+            # source lost) still says where the partition's last record landed (`mirror verify`).
+            part.last_downstream = max(part.last_downstream, _landed(found[1]))
     if not missing:
         return
     earliest = earliest_offsets(source_admin, [(p.topic, p.partition) for p in missing])
@@ -110,6 +113,11 @@ def _stored_positions(settings: FlowSettings) -> dict[tuple[str, int], int]:
     return positions
 
 
+def _landed(metadata: str) -> int:
+    """Where the partition's last copied record landed on the target (its position's `d=`); -1: unknown."""
+    return int(metadata[2:]) if metadata.startswith("d=") and metadata[2:].isdigit() else -1
+
+
 def _recreated(
     parts: Collection[PartitionCopy],
     committed: dict[tuple[str, int], tuple[int, str]],
@@ -119,8 +127,8 @@ def _recreated(
     landed = {}
     for part in parts:
         found = committed.get((part.remote_topic, part.partition))
-        if found is not None and found[1].startswith("d=") and found[1][2:].isdigit():
-            landed[part] = int(found[1][2:])
+        if found is not None:
+            landed[part] = _landed(found[1])
     suspects = {part for part, end in landed.items() if end >= 0}
     ends = (
         last_stable_offsets(target_admin, [(p.remote_topic, p.partition) for p in suspects])

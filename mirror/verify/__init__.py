@@ -1,0 +1,1 @@
+"""`mirror verify`: compare what a flow copied with its source, record by record, in bounded memory."""
