@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mirror import __version__
+from mirror.cli_migrate import add_migrate_commands
 from mirror.cli_offsets import add_offsets_commands
 from mirror.cli_verify import add_verify_command
 from mirror.errors import ConfigError, MirrorError
@@ -53,11 +54,27 @@ def _build_parser() -> argparse.ArgumentParser:
     status.add_argument("config", type=Path, help="path to mm2.yaml")
     status.add_argument("--flow", help="SOURCE->TARGET: only this flow")
     status.add_argument("--json", action="store_true", help="one JSON object per flow")
+    status.add_argument(
+        "--until-lag",
+        type=int,
+        metavar="N",
+        help="first wait until each flow has at most N records left to copy",
+    )
+    status.add_argument(
+        "--until-stopped", action="store_true", help="first wait until each flow's last owner stopped cleanly"
+    )
+    status.add_argument(
+        "--timeout",
+        type=float,
+        default=600.0,
+        help="seconds to wait with --until-* (default 600; then exit 1)",
+    )
     status.set_defaults(handler=_status)
 
     _add_monitoring_commands(commands)
     add_offsets_commands(commands)
     add_verify_command(commands)
+    add_migrate_commands(commands)
 
     config = commands.add_parser("config", help="configuration tools")
     config_commands = config.add_subparsers(dest="config_command", required=True, metavar="COMMAND")
@@ -66,6 +83,12 @@ def _build_parser() -> argparse.ArgumentParser:
     imp.add_argument("-o", "--output", type=Path, help="write the YAML here instead of standard output")
     imp.set_defaults(handler=_config_import)
 
+    _add_local_commands(commands)
+    return parser
+
+
+def _add_local_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """local up, down, status, seed, jars: clusters on 127.0.0.1 for trying mirror and for tests."""
     local = commands.add_parser("local", help="local Apache Kafka clusters on 127.0.0.1 (no Docker)")
     local_commands = local.add_subparsers(dest="local_command", required=True, metavar="COMMAND")
     dir_help = "where the clusters keep data, logs and pids (default: ./.mirror-local)"
@@ -89,7 +112,6 @@ def _build_parser() -> argparse.ArgumentParser:
     seed.set_defaults(handler=_local_seed)
     jars = local_commands.add_parser("jars", help="resolve the Apache Kafka jars from Maven Central")
     jars.set_defaults(handler=_local_jars)
-    return parser
 
 
 def _add_monitoring_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -198,7 +220,7 @@ def _status(args: argparse.Namespace) -> int:
     from mirror.client import MirrorClient
     from mirror.config import load_config
     from mirror.config.flow_settings import flow_settings
-    from mirror.runner.status import flow_status, render
+    from mirror.runner.status import flow_status, render, wait_for_flow
 
     config = load_config(args.config)
     flows = [(s, t, flow) for s, t, flow in config.flow_endpoints() if flow.enabled]
@@ -208,9 +230,10 @@ def _status(args: argparse.Namespace) -> int:
             known = ", ".join(f"{s}->{t}" for s, t, _ in config.flow_endpoints())
             raise ConfigError([f"no enabled flow {args.flow} in {args.config}; its flows: {known}"])
     for source, target, flow in flows:
-        status = flow_status(
-            flow_settings(config, source, target, flow), MirrorClient.from_config(config, target)
-        )
+        settings = flow_settings(config, source, target, flow)
+        if args.until_lag is not None or args.until_stopped:
+            wait_for_flow(settings, lag=args.until_lag, stopped=args.until_stopped, timeout=args.timeout)
+        status = flow_status(settings, MirrorClient.from_config(config, target))
         print(json.dumps(status.to_json()) if args.json else render(status))
     return 0
 

@@ -48,7 +48,8 @@ def _verify(args: argparse.Namespace) -> int:
                 print(line)
         print(_summary_line(report))
     waiting = report.total("not_yet_copied")
-    return EXIT_DIFFERS if report.differs or (args.complete and waiting) else 0
+    failed = report.differs or report.uncompared or (args.complete and waiting)
+    return EXIT_DIFFERS if failed else 0
 
 
 def _partition_line(part: PartitionReport) -> str | None:
@@ -69,8 +70,8 @@ def _partition_line(part: PartitionReport) -> str | None:
             after = f"from target offset {part.first_extra_after}"
             problems.append(f"{part.extra_after} extra past the flow's last copy, {after}")
         return f"DIFFERS {name}: {', '.join(problems)}{where}"
-    if part.skipped and part.not_yet_copied:
-        return f"not compared {name}: {part.skipped}"
+    if part.uncompared:
+        return f"NOT COMPARED {name}: {part.skipped}"
     return None
 
 
@@ -80,8 +81,8 @@ def _summary_line(report: FlowReport) -> str:
         f"flow {report.flow}: {len(report.partitions)} partitions, {report.total('records')} records "
         f"compared, {differing} partitions differ ({report.diff_total('missing')} missing, "
         f"{report.diff_total('extra') + report.total('extra_after')} extra, {report.diff_total('changed')} "
-        f"changed); {report.total('not_yet_copied')} not yet copied; {report.total('unverified')} before "
-        "the oldest offset sync, not compared"
+        f"changed); {report.uncompared} partitions not compared; {report.total('not_yet_copied')} records "
+        f"not yet copied; {report.total('unverified')} before the oldest offset sync, not compared"
     )
 
 
@@ -110,6 +111,7 @@ def _summary_json(report: FlowReport) -> dict[str, Any]:
         "flow": report.flow,
         "partitions": len(report.partitions),
         "differing_partitions": sum(1 for p in report.partitions if p.differs),
+        "uncompared_partitions": report.uncompared,
         "records": report.total("records"),
         "missing": report.diff_total("missing"),
         "extra": report.diff_total("extra") + report.total("extra_after"),

@@ -16,6 +16,9 @@
     │   ├── RemoteTopicDeletedError
     │   └── RecordRejectedError
     ├── FlowTakenOverError     another `mirror run` instance now owns the flow
+    ├── FlowInUseError         a command that needs a stopped flow (or a free cutover) found it in use
+    ├── MigrationStepError     a cutover step failed or timed out; running it again resumes there
+    ├── MigrationIncompleteError   groups a migration could not move, one line each
     └── LocalClusterError      the local broker launcher could not do its job
         └── JarResolutionError
 
@@ -115,6 +118,18 @@ class FlowInUseError(MirrorError):
     """A command that needs a stopped flow found its last owner not marked as stopped."""
 
     exit_code: ClassVar[int] = 3
+
+
+class MigrationStepError(MirrorError):
+    """A `mirror migrate cutover` step failed or timed out; the state file keeps where it stood."""
+
+
+class MigrationIncompleteError(MirrorError):
+    """Some consumer groups could not be moved; `problems` holds one line each."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(problems))
 
 
 class LocalClusterError(MirrorError):

@@ -180,16 +180,17 @@ Partition = tuple[str, int]  # (topic, partition): callers outside mirror/kafka 
 
 
 def _list_offsets(
-    admin: AdminClient, partitions: Iterable[Partition], spec: OffsetSpec
+    admin: AdminClient,
+    partitions: Iterable[Partition],
+    spec: OffsetSpec,
+    isolation: IsolationLevel = IsolationLevel.READ_COMMITTED,
 ) -> dict[Partition, int]:
     request = {TopicPartition(topic, partition): spec for topic, partition in partitions}
     if not request:
         return {}
 
     def ask() -> dict[Partition, int]:
-        futures = admin.list_offsets(
-            request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=TIMEOUT_SECONDS
-        )
+        futures = admin.list_offsets(request, isolation_level=isolation, request_timeout=TIMEOUT_SECONDS)
         return {
             (tp.topic, tp.partition): future.result(timeout=TIMEOUT_SECONDS).offset
             for tp, future in futures.items()
@@ -202,6 +203,11 @@ def _list_offsets(
 def last_stable_offsets(admin: AdminClient, partitions: Iterable[Partition]) -> dict[Partition, int]:
     """The read_committed end of each partition: everything below it is decided (committed or aborted)."""
     return _list_offsets(admin, partitions, OffsetSpec.latest())
+
+
+def high_watermarks(admin: AdminClient, partitions: Iterable[Partition]) -> dict[Partition, int]:
+    """The end of each partition, open transactions' records included: it moves whenever anyone writes."""
+    return _list_offsets(admin, partitions, OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)
 
 
 def earliest_offsets(admin: AdminClient, partitions: Iterable[Partition]) -> dict[Partition, int]:

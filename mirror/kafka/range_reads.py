@@ -31,11 +31,16 @@ _BULK = {
 
 
 def read_ranges(
-    properties: Mapping[str, str], ranges: Mapping[Partition, tuple[int, int]], *, what: str
+    properties: Mapping[str, str],
+    ranges: Mapping[Partition, tuple[int, int]],
+    *,
+    what: str,
+    limits: Mapping[Partition, int] | None = None,
 ) -> Iterator[list[Message]]:
     """Batches of the committed records of each partition in [start, end), in offset order per
-    partition (partitions interleave). Raises KafkaClientError if a partition makes no progress
-    for STALL_SECONDS (a hanging transaction, an unreachable leader)."""
+    partition (partitions interleave); with `limits`, no more than that many of a partition.
+    Raises KafkaClientError if a partition makes no progress for STALL_SECONDS (a hanging
+    transaction, an unreachable leader)."""
     pending = {tp: bounds for tp, bounds in ranges.items() if bounds[0] < bounds[1]}
     if not pending:
         return
@@ -53,9 +58,10 @@ def read_ranges(
     try:
         reader.assign([TopicPartition(t, p, start) for (t, p), (start, _) in pending.items()])
         ends = {tp: end for tp, (_, end) in pending.items()}
+        left = {tp: limits.get(tp, end - start) for tp, (start, end) in pending.items()} if limits else None
         progress = time.monotonic()
         while ends:
-            batch, done = _sort(reader.consume(num_messages=BATCH, timeout=POLL_SECONDS), ends, what)
+            batch, done = _sort(reader.consume(num_messages=BATCH, timeout=POLL_SECONDS), ends, left, what)
             if batch or done:
                 progress = time.monotonic()
             if done:
@@ -75,9 +81,10 @@ def read_ranges(
 
 
 def _sort(
-    messages: list[Message], ends: dict[Partition, int], what: str
+    messages: list[Message], ends: dict[Partition, int], left: dict[Partition, int] | None, what: str
 ) -> tuple[list[Message], list[Partition]]:
-    """(records inside their ranges, partitions that reached their end); drops those from `ends`."""
+    """(records inside their ranges, partitions that reached their end or limit); drops those
+    from `ends`."""
     batch: list[Message] = []
     done: list[Partition] = []
     for message in messages:
@@ -93,4 +100,9 @@ def _sort(
             del ends[tp]
         elif error is None:
             batch.append(message)
+            if left is not None:
+                left[tp] -= 1
+                if left[tp] <= 0:
+                    done.append(tp)
+                    del ends[tp]
     return batch, done

@@ -16,7 +16,7 @@ from typing import Any
 
 from mirror.client.mirror_client import HeartbeatWatch, MirrorClient
 from mirror.config.flow_settings import FlowSettings
-from mirror.errors import WireFormatError
+from mirror.errors import MirrorError, WireFormatError
 from mirror.kafka.admin import groups_with_members, list_topics
 from mirror.kafka.clients import admin_client
 from mirror.kafka.flow_mark import FlowMark
@@ -27,6 +27,7 @@ from mirror.source.offsets_admin import last_owner, list_positions
 # A running flow emits a heartbeat every second or so; this much silence means nobody runs it.
 ALIVE_SECONDS = 60.0
 MARK_WAIT_SECONDS = 5.0
+WAIT_POLL_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,27 @@ def flow_status(settings: FlowSettings, target: MirrorClient) -> FlowStatus:
     )
     status.warnings = _warnings(settings, status)
     return status
+
+
+def wait_for_flow(settings: FlowSettings, *, lag: int | None, stopped: bool, timeout: float) -> None:
+    """Return once the flow has at most `lag` records left to copy and, with `stopped`, its last owner
+    stopped cleanly; MirrorError after `timeout` seconds, saying what was still missing."""
+    deadline = time.monotonic() + timeout
+    while True:
+        missing = []
+        if lag is not None:
+            left = sum(row.to_copy for row in list_positions(settings, not_yet_on_target=True))
+            if left > lag:
+                missing.append(f"{left} records left to copy (waiting for at most {lag})")
+        if stopped:
+            owner = last_owner(settings, wait_seconds=MARK_WAIT_SECONDS)
+            if owner is None or not owner.stopping:
+                missing.append("its last owner has not stopped cleanly")
+        if not missing:
+            return
+        if time.monotonic() > deadline:
+            raise MirrorError(f"flow {settings.name}: after {timeout:g}s, {' and '.join(missing)}")
+        time.sleep(WAIT_POLL_SECONDS)
 
 
 def _state(

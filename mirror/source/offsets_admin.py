@@ -30,6 +30,7 @@ from mirror.kafka.source_offsets import SourcePartition, encode_key, encode_valu
 from mirror.kafka.transactions import AbortableError, RetriableError
 from mirror.source.lease import FlowLease
 from mirror.source.ownership import flow_mark_reader, read_flow_mark
+from mirror.source.positions import landed_offset
 from mirror.topics.sync import TopicSync
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,13 @@ class PositionRow:
     @property
     def lag(self) -> int | None:
         return None if self.position is None else max(0, self.end - self.position)
+
+    @property
+    def to_copy(self) -> int:
+        """Source offsets the flow has still to copy; all of them if it never copied the partition."""
+        return max(
+            0, self.end - (self.earliest if self.position is None else max(self.position, self.earliest))
+        )
 
 
 def list_positions(
@@ -128,6 +136,14 @@ def last_owner(settings: FlowSettings, *, wait_seconds: float = MARK_READ_SECOND
 
 
 def _committed(settings: FlowSettings, partitions: Collection[Partition]) -> dict[Partition, int]:
+    return {tp: position for tp, (position, _) in positions_and_landings(settings, partitions).items()}
+
+
+def positions_and_landings(
+    settings: FlowSettings, partitions: Collection[Partition]
+) -> dict[Partition, tuple[int, int]]:
+    """Per source partition, the flow's committed position and where the partition's last copied
+    record landed on the target (-1 if its position does not say: written by MM2)."""
     reader = consumer(
         {
             **settings.target_consumer,
@@ -137,7 +153,10 @@ def _committed(settings: FlowSettings, partitions: Collection[Partition]) -> dic
     )
     try:
         remote = {(settings.remote_topic(t), p): (t, p) for t, p in partitions}
-        return {remote[tp]: offset for tp, (offset, _) in committed_with_metadata(reader, remote).items()}
+        return {
+            remote[tp]: (position, landed_offset(metadata))
+            for tp, (position, metadata) in committed_with_metadata(reader, remote).items()
+        }
     finally:
         reader.close()
 

@@ -19,6 +19,12 @@ from mirror.kafka.source_offsets import CONNECTOR_NAME, decode_key, decode_value
 log = logging.getLogger(__name__)
 
 
+def landed_offset(metadata: str) -> int:
+    """Where a partition's last copied record landed on the target, from its position's metadata
+    (`d=<offset>`, written with the position in each copy transaction); -1 if it does not say."""
+    return int(metadata[2:]) if metadata.startswith("d=") and metadata[2:].isdigit() else -1
+
+
 def reconcile_positions(settings: FlowSettings, replicated: Collection[tuple[str, int]]) -> int:
     """Move the positions group up to the offsets topic where that is ahead; returns how many moved.
 

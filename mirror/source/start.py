@@ -22,6 +22,7 @@ from mirror.kafka.offsets_store import read_to_end
 from mirror.kafka.partition_reads import holds_no_committed_record, seek, watermarks
 from mirror.kafka.source_offsets import CONNECTOR_NAME, decode_key, decode_value
 from mirror.source.partition_copy import PartitionCopy
+from mirror.source.positions import landed_offset
 
 log = logging.getLogger(__name__)
 Report = Callable[[str, str], None]  # (event kind, one-line message) for the driver's output
@@ -47,7 +48,7 @@ def read_positions(
             part.position = part.committed = found[0]
             # Carried forward, so a commit that moves the position without copying (past records the
             # source lost) still says where the partition's last record landed (`mirror verify`).
-            part.last_downstream = max(part.last_downstream, _landed(found[1]))
+            part.last_downstream = max(part.last_downstream, landed_offset(found[1]))
     if not missing:
         return
     earliest = earliest_offsets(source_admin, [(p.topic, p.partition) for p in missing])
@@ -113,11 +114,6 @@ def _stored_positions(settings: FlowSettings) -> dict[tuple[str, int], int]:
     return positions
 
 
-def _landed(metadata: str) -> int:
-    """Where the partition's last copied record landed on the target (its position's `d=`); -1: unknown."""
-    return int(metadata[2:]) if metadata.startswith("d=") and metadata[2:].isdigit() else -1
-
-
 def _recreated(
     parts: Collection[PartitionCopy],
     committed: dict[tuple[str, int], tuple[int, str]],
@@ -128,7 +124,7 @@ def _recreated(
     for part in parts:
         found = committed.get((part.remote_topic, part.partition))
         if found is not None:
-            landed[part] = _landed(found[1])
+            landed[part] = landed_offset(found[1])
     suspects = {part for part, end in landed.items() if end >= 0}
     ends = (
         last_stable_offsets(target_admin, [(p.remote_topic, p.partition) for p in suspects])

@@ -129,6 +129,10 @@ def acls_to_sync(
     ALLOW WRITE dropped (only mirror writes remote topics), ALLOW ALL downgraded to READ, DENY as
     is; minus what the target has. Nothing is ever deleted on the target.
 
+    Δ MM2: DENY WRITE is dropped too. On the source it fences producers (`mirror migrate cutover`
+    fences them so); copied to the remote topic, which under the identity policy is the very topic
+    those producers move to, it would lock them out of the target as well.
+
     `remote_topics` maps each replicated source topic to its remote name.
     """
     present = set(target_acls)
@@ -138,11 +142,10 @@ def acls_to_sync(
         if remote is None:
             continue
         operation = acl.operation
-        if acl.permission == "ALLOW":
-            if operation == "WRITE":
-                continue
-            if operation == "ALL":
-                operation = "READ"
+        if operation == "WRITE":
+            continue  # ALLOW: only mirror writes remote topics; DENY: a source-side fence
+        if acl.permission == "ALLOW" and operation == "ALL":
+            operation = "READ"
         synced = TopicAcl(remote, acl.principal, acl.host, operation, acl.permission)
         if synced not in present:
             present.add(synced)

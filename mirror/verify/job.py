@@ -16,13 +16,13 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 from mirror.config.flow_settings import FlowSettings
-from mirror.kafka.admin import committed_with_metadata, earliest_offsets, last_stable_offsets
-from mirror.kafka.clients import admin_client, consumer
-from mirror.kafka.range_reads import read_ranges
-from mirror.kafka.wire import OffsetSync
+from mirror.kafka.admin import earliest_offsets, last_stable_offsets
+from mirror.kafka.clients import admin_client
+from mirror.source.offsets_admin import positions_and_landings
 from mirror.topics.sync import TopicSync
 from mirror.verify.compare import WINDOW, PartitionDiff, compare_streams
-from mirror.verify.ranges import CopyRange, Extent, StartAnchors, copy_range
+from mirror.verify.offset_syncs import read_offset_syncs
+from mirror.verify.ranges import NEVER_COPIED, CopyRange, Extent, StartAnchors, copy_range
 from mirror.verify.scan import chain_digests, first_and_count, record_digests
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,11 @@ class PartitionReport:
     def differs(self) -> bool:
         return self.diff.differs or self.extra_after > 0
 
+    @property
+    def uncompared(self) -> bool:
+        """Copied, but nothing anchors the comparison: verify cannot vouch for it."""
+        return self.skipped is not None and self.skipped != NEVER_COPIED
+
 
 @dataclass
 class FlowReport:
@@ -57,6 +62,10 @@ class FlowReport:
     @property
     def differs(self) -> bool:
         return any(p.differs for p in self.partitions)
+
+    @property
+    def uncompared(self) -> int:
+        return sum(1 for p in self.partitions if p.uncompared)
 
     def total(self, attribute: str) -> int:
         return sum(int(getattr(p, attribute)) for p in self.partitions)
@@ -73,7 +82,7 @@ def verify_flow(
     source_extents = _extents(settings.source_admin, partitions)
     target_by_remote = _extents(settings.target_admin, remote.values())
     target_extents = {tp: target_by_remote[remote[tp]] for tp in partitions}
-    positions = _positions(settings, remote)
+    positions = positions_and_landings(settings, partitions)
     anchors = _start_anchors(settings, source_extents, target_extents)
 
     reports: dict[Partition, PartitionReport] = {}
@@ -102,7 +111,7 @@ def verify_flow(
 
     source_sums, target_sums, after = _pass_one(settings, ranges, remote, workers)
     # Records past the flow's last copy are extra only if the flow has not copied since the start.
-    moved = _positions(settings, {tp: remote[tp] for tp in after})
+    moved = positions_and_landings(settings, list(after))
     for tp, (count, first) in after.items():
         if moved.get(tp) == positions.get(tp):
             reports[tp].extra_after, reports[tp].first_extra_after = count, first
@@ -130,41 +139,12 @@ def _extents(properties: Mapping[str, str], partitions: Collection[Partition]) -
     return {tp: Extent(lows[tp], ends[tp]) for tp in partitions}
 
 
-def _positions(
-    settings: FlowSettings, remote: Mapping[Partition, Partition]
-) -> dict[Partition, tuple[int, str]]:
-    """The flow's committed (position, metadata) per source partition."""
-    reader = consumer(
-        {
-            **settings.target_consumer,
-            "group.id": settings.positions_group(),
-            "isolation.level": "read_committed",
-        }
-    )
-    try:
-        by_remote = {r: tp for tp, r in remote.items()}
-        return {by_remote[r]: found for r, found in committed_with_metadata(reader, by_remote).items()}
-    finally:
-        reader.close()
-
-
 def _start_anchors(
     settings: FlowSettings, source: dict[Partition, Extent], target: dict[Partition, Extent]
 ) -> StartAnchors:
     anchors = StartAnchors(source, target)
-    if not settings.emit_offset_syncs:
-        return anchors
-    where = settings.target_admin if settings.offset_syncs_location == "target" else settings.source_admin
-    properties = (
-        settings.target_consumer if settings.offset_syncs_location == "target" else settings.source_consumer
-    )
-    topic = settings.offset_syncs_topic()
-    syncs = _extents(where, [(topic, 0)]).get((topic, 0))
-    if syncs is None:
-        return anchors
-    for batch in read_ranges(properties, {(topic, 0): (syncs.low, syncs.end)}, what=f"reading {topic}"):
-        for message in batch:
-            anchors.add(OffsetSync.decode(message.key(), message.value()))
+    for sync in read_offset_syncs(settings):
+        anchors.add(sync)
     return anchors
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from mirror.kafka.wire import OffsetSync
 
 Partition = tuple[str, int]
+NEVER_COPIED = "never copied"
 
 
 @dataclass(frozen=True)
@@ -80,20 +81,18 @@ def copy_range(
     remote_topic: str,
     source: Extent,
     target: Extent,
-    position: tuple[int, str] | None,
+    position: tuple[int, int] | None,
     start: OffsetSync | None,
 ) -> CopyRange | str:
     """The ranges to compare for one partition, or why there is nothing to compare."""
     topic, partition = tp
     if position is None:
-        return "never copied"
-    next_offset, metadata = position
-    if not (metadata.startswith("d=") and metadata[2:].isdigit()):
+        return NEVER_COPIED
+    next_offset, last_landed = position
+    if last_landed < 0:
         return (
-            f"its position's metadata {metadata!r} names no target offset (written by MM2 or an older "
-            "mirror); it will once mirror copies a record of it"
+            "its position names no target offset (written by MM2); it will once mirror copies a record of it"
         )
-    last_landed = int(metadata[2:])
     copied_to = min(next_offset, source.end)
     if copied_to <= source.low:
         return "the source no longer holds the records the flow copied (retention, or deleted)"

@@ -186,6 +186,18 @@ def test_a_deny_all_acl_is_synced_to_the_remote_topic_as_deny_all() -> None:
     ]
 
 
+def test_a_deny_write_acl_fences_the_source_topic_only() -> None:
+    # Δ MM2 (which copies it): a cutover fences producers on the source with DENY WRITE; on the
+    # remote topic, which under the identity policy is where they move, it would lock them out too.
+    source = [
+        TopicAcl("orders", "User:app", "*", "WRITE", "DENY"),
+        TopicAcl("orders", "User:app", "*", "READ", "ALLOW"),
+    ]
+    assert acls_to_sync(source, [], {"orders": "orders"}) == [
+        TopicAcl("orders", "User:app", "*", "READ", "ALLOW")
+    ]
+
+
 def _plan_and_partitions(
     source: dict[str, int], target: dict[str, int]
 ) -> tuple[TopicPlan, list[tuple[str, int]]]:

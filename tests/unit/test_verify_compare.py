@@ -112,7 +112,7 @@ def test_the_oldest_sync_both_logs_still_hold_anchors_the_start() -> None:
     start = anchors.get(("t", 0))
     planned = copy_range(
         ("t", 0), remote_topic="A.t", source=Extent(100, 500), target=Extent(0, 600),
-        position=(450, "d=470"), start=start,
+        position=(450, 470), start=start,
     )  # fmt: skip
     assert not isinstance(planned, str)
     assert (planned.source_start, planned.source_end, planned.target_start, planned.target_end) == (
@@ -134,7 +134,7 @@ def test_syncs_of_a_remote_partition_since_recreated_are_dropped() -> None:
 def test_partitions_with_nothing_to_compare_say_why() -> None:
     kwargs = {"remote_topic": "A.t", "source": Extent(0, 10), "target": Extent(0, 10), "start": None}
     assert copy_range(("t", 0), position=None, **kwargs) == "never copied"  # type: ignore[arg-type]
-    assert "no target offset" in str(copy_range(("t", 0), position=(10, ""), **kwargs))  # type: ignore[arg-type]
+    assert "no target offset" in str(copy_range(("t", 0), position=(10, -1), **kwargs))  # type: ignore[arg-type]
     gone = copy_range(("t", 0), remote_topic="A.t", source=Extent(50, 60), target=Extent(0, 40),
-                      position=(40, "d=39"), start=None)  # fmt: skip
+                      position=(40, 39), start=None)  # fmt: skip
     assert "no longer holds" in str(gone)

@@ -1,0 +1,218 @@
+"""Run a Markdown runbook as written: its ```sh blocks in order, and its hooks for the application.
+
+A hook is an HTML comment, `<!-- runbook: stop-consumers A -->`, where the runbook asks the reader
+to act on their own applications (stop consumers, move producers); the test does those. Blocks
+run in `bash -euo pipefail` with the test's environment, and share state only through files in
+$WORK, as a reader's terminal would. So the document cannot drift from the commands it gives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer
+
+from tests.kafka_backends import KafkaCluster
+from tests.reliability.traffic import process_tree
+
+_STEP = re.compile(r"^```sh\n(?P<code>.*?)^```$|<!-- runbook: (?P<hook>[^>]*?) -->", re.MULTILINE | re.DOTALL)
+VENV_BIN = Path(sys.executable).parent
+
+
+@dataclass(frozen=True)
+class Step:
+    code: str | None  # a shell block
+    hook: str | None  # or a hook's words, e.g. "stop-consumers A"
+
+
+def extract_steps(markdown: str) -> list[Step]:
+    return [Step(m.group("code"), m.group("hook")) for m in _STEP.finditer(markdown)]
+
+
+def run_runbook(
+    path: Path, env: Mapping[str, str], hooks: Mapping[str, Callable[[], None]], log: Path
+) -> list[str]:
+    """Every step of the runbook at `path`, in order; returns what each shell block printed.
+    A block that exits non-zero, or a hook the test does not know, fails the test."""
+    outputs = []
+    shell_env = {**os.environ, **env, "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
+    with log.open("a", encoding="utf-8") as out:
+        for number, step in enumerate(extract_steps(path.read_text(encoding="utf-8")), 1):
+            if step.hook is not None:
+                assert step.hook in hooks, f"{path.name}: step {number}: no hook for {step.hook!r}"
+                out.write(f"--- step {number}: hook {step.hook}\n")
+                hooks[step.hook]()
+                continue
+            assert step.code is not None
+            out.write(f"--- step {number}:\n{step.code}")
+            out.flush()
+            started = time.monotonic()
+            done = subprocess.run(
+                ["bash", "-euo", "pipefail", "-c", step.code],
+                env=shell_env,
+                capture_output=True,
+                text=True,
+                timeout=900,
+                check=False,
+            )
+            out.write(
+                f"{done.stdout}{done.stderr}--- exit {done.returncode} in {time.monotonic() - started:.1f}s\n"
+            )
+            printed = f"{done.stdout}\n{done.stderr}"
+            assert done.returncode == 0, (
+                f"{path.name}: step {number} exited {done.returncode}:\n{step.code}\n{printed}"
+            )
+            outputs.append(done.stdout)
+    return outputs
+
+
+def stop_background(work: Path) -> None:
+    """Kill whatever a runbook left running (its *.pid files), with every process under it."""
+    for pid_file in work.glob("*.pid"):
+        try:
+            pid = int(pid_file.read_text().strip())
+        except ValueError:
+            continue
+        for member in reversed(process_tree(pid)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(member, signal.SIGKILL)
+
+
+class SequencedProducer:
+    """Writes records numbered from a shared counter into `topic`, partition n % partitions, with
+    keys, headers and recent timestamps, until stopped; keeps what was acknowledged."""
+
+    def __init__(self, counter: SharedCounter, topic: str, partitions: int, *, per_second: int = 200) -> None:
+        self._counter, self._topic, self._partitions = counter, topic, partitions
+        self._per_tick = max(1, per_second // 20)
+        self._epoch_ms = int(time.time() * 1000)
+        self.acked: list[int] = []
+        self._failed: list[str] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, cluster: KafkaCluster) -> None:
+        self._stop.clear()
+        producer = Producer(cluster.properties(**{"enable.idempotence": "true", "linger.ms": "10"}))
+        self._thread = threading.Thread(target=self._run, args=(producer,), daemon=True)
+        self._thread.start()
+
+    def _run(self, producer: Producer) -> None:
+        while not self._stop.wait(0.05):
+            for _ in range(self._per_tick):
+                n = self._counter.next()
+                producer.produce(
+                    self._topic,
+                    key=b"k%d" % n,
+                    value=b"%d" % n,
+                    partition=n % self._partitions,
+                    headers=[("n", b"%d" % n)],
+                    timestamp=self._epoch_ms + n,
+                    on_delivery=self._delivered(n),
+                )
+            producer.poll(0)
+        remaining = producer.flush(60)
+        if remaining:
+            self._failed.append(f"{remaining} records not acknowledged")
+
+    def _delivered(self, n: int) -> Callable[[object, object], None]:
+        def report(error: object, _message: object) -> None:
+            if error is not None:
+                self._failed.append(str(error))
+            else:
+                self.acked.append(n)
+
+        return report
+
+    def stop(self) -> None:
+        self._stop.set()
+        assert self._thread is not None
+        self._thread.join(timeout=90)
+        assert not self._failed, self._failed[:3]
+
+
+class SharedCounter:
+    """Record numbers for every producer of a test, whichever cluster it writes to."""
+
+    def __init__(self) -> None:
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def next(self) -> int:
+        with self._lock:
+            n, self._next = self._next, self._next + 1
+            return n
+
+
+class GroupReader:
+    """One consumer of `group` on `topic`, read_committed, committing after every batch; logs what it
+    read as (cluster alias, partition, record number) in order."""
+
+    def __init__(self, group: str, topic: str) -> None:
+        self.group, self.topic = group, topic
+        self.log: list[tuple[str, int, int]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failed: list[str] = []
+
+    def start(self, cluster: KafkaCluster) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, args=(cluster,), daemon=True)
+        self._thread.start()
+
+    def _run(self, cluster: KafkaCluster) -> None:
+        consumer = Consumer(
+            cluster.properties(
+                **{
+                    "group.id": self.group,
+                    "enable.auto.commit": "false",
+                    "auto.offset.reset": "earliest",
+                    "isolation.level": "read_committed",
+                }
+            )
+        )
+        consumer.subscribe([self.topic])
+        try:
+            while not self._stop.is_set():
+                batch = [m for m in consumer.consume(500, timeout=0.5) if m.error() is None]
+                for message in batch:
+                    self.log.append((cluster.alias, message.partition(), int(message.value())))
+                if batch:
+                    consumer.commit(asynchronous=False)
+        except Exception as exc:  # noqa: BLE001 - reported by stop(), in the test's thread
+            self._failed.append(repr(exc))
+        finally:
+            consumer.close()  # leaves the group: it has no members once stopped
+
+    def stop(self) -> None:
+        self._stop.set()
+        assert self._thread is not None
+        self._thread.join(timeout=60)
+        assert not self._failed, self._failed
+
+    def read_twice(self) -> list[int]:
+        seen: dict[int, int] = defaultdict(int)
+        for _, _, n in self.log:
+            seen[n] += 1
+        return sorted(n for n, times in seen.items() if times > 1)
+
+    def out_of_order(self) -> list[tuple[int, int, int]]:
+        """(partition, record, the record before it) wherever a partition's records go backwards."""
+        last: dict[int, int] = {}
+        found = []
+        for _, partition, n in self.log:
+            if partition in last and n <= last[partition]:
+                found.append((partition, n, last[partition]))
+            last[partition] = n
+        return found
