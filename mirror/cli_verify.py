@@ -25,7 +25,8 @@ def add_verify_command(commands: Any) -> None:
     verify.add_argument(
         "--complete",
         action="store_true",
-        help="also fail while the source holds records the flow has not copied yet (after a cutover)",
+        help="also fail while the source holds records the flow has not copied yet, heartbeats aside "
+        "(once the producers stopped)",
     )
     verify.add_argument("--workers", type=int, help="reader processes per cluster (default: CPU count)")
     verify.add_argument("--json", action="store_true", help="one JSON object per partition, then the summary")
@@ -47,7 +48,7 @@ def _verify(args: argparse.Namespace) -> int:
             if line:
                 print(line)
         print(_summary_line(report))
-    waiting = report.total("not_yet_copied")
+    waiting = report.waiting()
     failed = report.differs or report.uncompared or (args.complete and waiting)
     return EXIT_DIFFERS if failed else 0
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 
 from tests.kafka_backends import KafkaCluster
 from tests.reliability.traffic import process_tree
@@ -89,12 +89,35 @@ def stop_background(work: Path) -> None:
                 os.kill(member, signal.SIGKILL)
 
 
+class SharedCounter:
+    """Record numbers for every producer of a test, whichever cluster it writes to."""
+
+    def __init__(self) -> None:
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def next(self) -> int:
+        with self._lock:
+            n, self._next = self._next, self._next + 1
+            return n
+
+
 class SequencedProducer:
     """Writes records numbered from a shared counter into `topic`, partition n % partitions, with
     keys, headers and recent timestamps, until stopped; keeps what was acknowledged."""
 
-    def __init__(self, counter: SharedCounter, topic: str, partitions: int, *, per_second: int = 200) -> None:
-        self._counter, self._topic, self._partitions = counter, topic, partitions
+    def __init__(
+        self,
+        counter: SharedCounter,
+        topic: str,
+        partitions: int,
+        *,
+        per_second: int = 200,
+        fenced: bool = False,
+    ) -> None:
+        """`fenced`: refusals are expected (a deny-write fence); they are counted in `refused`."""
+        self._counter, self._topic, self._partitions, self._fenced = counter, topic, partitions, fenced
+        self.refused = 0
         self._per_tick = max(1, per_second // 20)
         self._epoch_ms = int(time.time() * 1000)
         self.acked: list[int] = []
@@ -112,26 +135,36 @@ class SequencedProducer:
         while not self._stop.wait(0.05):
             for _ in range(self._per_tick):
                 n = self._counter.next()
-                producer.produce(
-                    self._topic,
-                    key=b"k%d" % n,
-                    value=b"%d" % n,
-                    partition=n % self._partitions,
-                    headers=[("n", b"%d" % n)],
-                    timestamp=self._epoch_ms + n,
-                    on_delivery=self._delivered(n),
-                )
+                try:
+                    self._produce(producer, n)
+                except KafkaException as exc:
+                    if not (self._fenced and "authoriz" in str(exc).lower()):
+                        raise
+                    self.refused += 1  # refused before sending: the producer knows it is denied
             producer.poll(0)
         remaining = producer.flush(60)
         if remaining:
             self._failed.append(f"{remaining} records not acknowledged")
 
+    def _produce(self, producer: Producer, n: int) -> None:
+        producer.produce(
+            self._topic,
+            key=b"k%d" % n,
+            value=b"%d" % n,
+            partition=n % self._partitions,
+            headers=[("n", b"%d" % n)],
+            timestamp=self._epoch_ms + n,
+            on_delivery=self._delivered(n),
+        )
+
     def _delivered(self, n: int) -> Callable[[object, object], None]:
         def report(error: object, _message: object) -> None:
-            if error is not None:
-                self._failed.append(str(error))
-            else:
+            if error is None:
                 self.acked.append(n)
+            elif self._fenced and "authoriz" in str(error).lower():
+                self.refused += 1
+            else:
+                self._failed.append(str(error))
 
         return report
 
@@ -140,19 +173,6 @@ class SequencedProducer:
         assert self._thread is not None
         self._thread.join(timeout=90)
         assert not self._failed, self._failed[:3]
-
-
-class SharedCounter:
-    """Record numbers for every producer of a test, whichever cluster it writes to."""
-
-    def __init__(self) -> None:
-        self._next = 0
-        self._lock = threading.Lock()
-
-    def next(self) -> int:
-        with self._lock:
-            n, self._next = self._next, self._next + 1
-            return n
 
 
 class GroupReader:

@@ -53,6 +53,8 @@ def read_ranges(
             "enable.auto.offset.store": "false",
             "enable.partition.eof": "true",
             "isolation.level": "read_committed",
+            # A start retention has removed must fail, not silently read from another offset.
+            "auto.offset.reset": "error",
         }
     )
     try:
@@ -83,8 +85,8 @@ def read_ranges(
 def _sort(
     messages: list[Message], ends: dict[Partition, int], left: dict[Partition, int] | None, what: str
 ) -> tuple[list[Message], list[Partition]]:
-    """(records inside their ranges, partitions that reached their end or limit); drops those
-    from `ends`."""
+    """Sorts a fetch into (records inside their ranges, partitions that reached their end or limit);
+    drops the latter from `ends`."""
     batch: list[Message] = []
     done: list[Partition] = []
     for message in messages:
@@ -93,6 +95,11 @@ def _sort(
         end = ends.get(tp)
         if end is None:
             continue  # fetched before the partition left the assignment
+        if error is not None and error.code() == KafkaError._AUTO_OFFSET_RESET:
+            raise KafkaClientError(
+                f"{what}: {tp[0]}-{tp[1]} no longer holds the offsets to read (retention removed them "
+                "meanwhile); run the command again"
+            )
         if error is not None and error.code() != KafkaError._PARTITION_EOF:
             raise translate(KafkaException(error), f"{what}: reading {tp[0]}-{tp[1]}")
         if message.offset() >= end:

@@ -63,9 +63,20 @@ def run_cutover(
 ) -> CutoverState:
     path = state_path(state_dir, settings.name)
     digest = config_digest(config)
+    if options.dry_run:  # reads only: no lock, no state file
+        state = load_state(path) or CutoverState(flow=settings.name, config_sha256=digest)
+        cutover = _Cutover(settings, options, state, say)
+        for step in STEPS:
+            done = state.steps[step].status == "done"
+            say(
+                f"{step}: done before ({state.steps[step].detail})"
+                if done
+                else f"{step}: would {cutover.describe(step)}"
+            )
+        return state
     with locked(path):
         state = load_state(path) or CutoverState(flow=settings.name, config_sha256=digest)
-        if state.config_sha256 != digest and not options.dry_run:
+        if state.config_sha256 != digest:
             raise ConfigError(
                 [
                     f"{config} changed since this cutover started ({path}); restore it, or move the state "
@@ -73,12 +84,14 @@ def run_cutover(
                 ]
             )
         cutover = _Cutover(settings, options, state, say)
+        if not set(options.producer_principals) <= set(state.fenced_principals):
+            # More producers named since the fence went up (the fence check caught one): fence them
+            # too, and check the fence again.
+            for step in STEPS[STEPS.index("fence") :]:
+                state.steps[step].status = "pending"
         for step in STEPS:
             if state.steps[step].status == "done":
                 say(f"{step}: done before ({state.steps[step].detail})")
-                continue
-            if options.dry_run:
-                say(f"{step}: would {cutover.describe(step)}")
                 continue
             state.start(step)
             save_state(path, state)
@@ -168,7 +181,8 @@ class _Cutover:
                 self.source_admin,
                 [TopicAcl(t, p, "*", "WRITE", "DENY") for t in self.topics for p in principals],
             )
-            self.state.fence, self.state.fenced_principals = "acl", list(principals)
+            self.state.fence = "acl"
+            self.state.fenced_principals = sorted({*self.state.fenced_principals, *principals})
             who = ", ".join(principals)
             return f"WRITE denied to {who} on {len(self.topics)} topics of {self.settings.source}"
         if self.options.producers_stopped:
@@ -204,7 +218,8 @@ class _Cutover:
                     raise MigrationStepError(
                         f"verify_fence: {t}-{p} grew from {before[(t, p)]} to {after[(t, p)]} within "
                         f"{window:g}s ({len(moved)} partitions moved): something still writes (a super user, "
-                        "or a principal not fenced); stop it, then run the cutover again to resume here"
+                        "or a principal not fenced); stop it or name it with --producer-principal, then run "
+                        "the cutover again"
                     )
                 t, p = open_transactions[0]
                 raise MigrationStepError(
@@ -237,7 +252,7 @@ class _Cutover:
 
     def _verify(self) -> str:
         report = verify_flow(self.settings, self.topics)
-        waiting = report.total("not_yet_copied")
+        waiting = report.waiting()
         if report.differs or report.uncompared or waiting:
             raise MigrationStepError(
                 f"verify: the copy differs from the source ({report.diff_total('missing')} missing, "

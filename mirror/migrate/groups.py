@@ -56,15 +56,12 @@ def move_groups(
         if group in result.not_moved:
             continue
         now = current.get(group, {})
-        forward = {tp: o for tp, o in wanted.items() if tp not in now or now[tp].offset <= o}
+        # Never backwards: where the group is at or past the translation on the target already (it
+        # was moved before, or has read on), it stays.
+        forward = {tp: o for tp, o in wanted.items() if tp not in now or now[tp].offset < o}
         if forward:
             alter_group_offsets(target_admin, group, forward, what=target)
         result.moved[group] = forward
-        if len(forward) < len(wanted):
-            behind = len(wanted) - len(forward)
-            result.not_moved[group] = (
-                f"{behind} partitions were further on {settings.target} already; left there"
-            )
     return result
 
 

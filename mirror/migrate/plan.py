@@ -18,7 +18,7 @@ from mirror.kafka.admin import (
     list_topics,
 )
 from mirror.kafka.clients import admin_client
-from mirror.source.offsets_admin import list_positions
+from mirror.source.offsets_admin import list_positions, positions_and_landings
 from mirror.topics.sync import TopicSync
 
 Partition = tuple[str, int]
@@ -97,6 +97,18 @@ def plan_migration(settings: FlowSettings) -> MigrationPlan:
         plan.blockers.append(
             f"group {group} already has members on {settings.target}; its offsets cannot be set while they "
             "run: stop them first"
+        )
+    copied = [(row.topic, row.partition) for row in rows if row.position is not None]
+    unanchored = sorted(
+        tp for tp, (_, landed) in positions_and_landings(settings, copied).items() if landed < 0
+    )
+    if unanchored:
+        t, p = unanchored[0]
+        plan.blockers.append(
+            f"{len(unanchored)} partitions (first {t}-{p}) have positions written by MM2, which do not say "
+            f"where their copies end on {settings.target}, so a cutover can neither verify them nor move "
+            "groups exactly: let `mirror run` copy a record into each, or stop it and run `mirror offsets "
+            "alter` with their current positions (`mirror offsets list`)"
         )
     if not plan.authorizer:
         plan.warnings.append(

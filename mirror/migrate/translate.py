@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from mirror.config.flow_settings import FlowSettings
+from mirror.kafka.admin import earliest_offsets
+from mirror.kafka.clients import admin_client
 from mirror.kafka.range_reads import read_ranges
 from mirror.kafka.wire import OffsetSync
 from mirror.source.offsets_admin import positions_and_landings
@@ -35,10 +37,15 @@ class Translation:
 
 class NewestSyncs:
     """Fed the syncs topic in order; keeps, per (partition, U) asked about, the newest sync at or below U
-    of the remote partition's current copy (syncs before it went back were of a copy since deleted)."""
+    of the remote partition's current copy (syncs before it went back were of a copy since deleted)
+    whose records both logs still hold (`lows`: per partition, the source's and the target's first
+    offset)."""
 
-    def __init__(self, wanted: Mapping[Partition, Iterable[int]]) -> None:
+    def __init__(
+        self, wanted: Mapping[Partition, Iterable[int]], lows: Mapping[Partition, tuple[int, int]]
+    ) -> None:
         self._wanted = {tp: sorted(set(offsets)) for tp, offsets in wanted.items()}
+        self._lows = lows
         self._best: dict[tuple[Partition, int], OffsetSync] = {}
         self._last_downstream: dict[Partition, int] = {}
 
@@ -51,6 +58,9 @@ class NewestSyncs:
             for offset in wanted:
                 self._best.pop((tp, offset), None)
         self._last_downstream[tp] = sync.downstream_offset
+        source_low, target_low = self._lows.get(tp, (0, 0))
+        if sync.upstream_offset < source_low or sync.downstream_offset < target_low:
+            return  # retention removed its records: counting from it would go wrong
         for offset in wanted:
             if sync.upstream_offset <= offset:
                 self._best[(tp, offset)] = sync
@@ -95,7 +105,10 @@ def _translate_behind(
 ) -> dict[tuple[Partition, int], int | str]:
     if not behind:
         return {}
-    syncs = NewestSyncs(behind)
+    remote = {tp: _remote(settings, tp) for tp in behind}
+    source_lows = earliest_offsets(admin_client(settings.source_admin), list(behind))
+    target_lows = earliest_offsets(admin_client(settings.target_admin), list(remote.values()))
+    syncs = NewestSyncs(behind, {tp: (source_lows[tp], target_lows[remote[tp]]) for tp in behind})
     for record in read_offset_syncs(settings):
         syncs.add(record)
     found: dict[tuple[Partition, int], int | str] = {}
@@ -143,7 +156,8 @@ def _count_committed(
 def _nth_offsets(
     properties: Mapping[str, str], asks: Mapping[Partition, tuple[int, int, int]], *, what: str
 ) -> dict[Partition, int]:
-    """Per partition asked (start, end, n): the offset of the (n+1)-th committed record in [start, end)."""
+    """Per partition asked (start, end, n): the offset of the (n+1)-th committed record in [start, end);
+    `end` if the range holds exactly n (the group consumed all that was copied); absent if fewer."""
     ranges = {tp: (start, end) for tp, (start, end, _) in asks.items()}
     limits = {tp: n + 1 for tp, (_, _, n) in asks.items()}
     seen: dict[Partition, int] = defaultdict(int)
@@ -154,6 +168,9 @@ def _nth_offsets(
             seen[tp] += 1
             if seen[tp] == limits[tp]:
                 found[tp] = message.offset()
+    for tp, (_, end, n) in asks.items():
+        if tp not in found and seen[tp] == n:
+            found[tp] = end
     return found
 
 

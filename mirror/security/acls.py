@@ -89,6 +89,9 @@ def _target_acls(s: FlowSettings, *, sync_acls: bool) -> list[RequiredAcl]:
     policy = s.policy()
     if policy.remote_topic(s.source, "x") == "x":  # identity policy: remote topics keep their names
         remote_topics = _patterns(s.topics)
+        if s.heartbeats_replication:
+            # ...but heartbeats topics: they are prefixed, as MM2's IdentityReplicationPolicy does.
+            remote_topics.append((policy.remote_topic(s.source, policy.heartbeats_topic()), "literal"))
     else:
         remote_topics = [(policy.remote_topic(s.source, ""), "prefixed")]
     remote = ("Create", "Write", "Read", "Describe", "Alter", "AlterConfigs", "DescribeConfigs")

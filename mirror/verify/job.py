@@ -40,6 +40,7 @@ class PartitionReport:
     diff: PartitionDiff = field(default_factory=PartitionDiff)
     extra_after: int = 0  # committed target records past the flow's last copy, not written by it
     first_extra_after: int | None = None
+    heartbeats: bool = False  # a heartbeats topic: mirror's own records, written on and on
     unverified: int = 0
     not_yet_copied: int = 0
     anchor: str = ""
@@ -67,6 +68,10 @@ class FlowReport:
     def uncompared(self) -> int:
         return sum(1 for p in self.partitions if p.uncompared)
 
+    def waiting(self) -> int:
+        """Source records not copied yet, heartbeats aside (mirror writes those all the time)."""
+        return sum(p.not_yet_copied for p in self.partitions if not p.heartbeats)
+
     def total(self, attribute: str) -> int:
         return sum(int(getattr(p, attribute)) for p in self.partitions)
 
@@ -79,10 +84,12 @@ def verify_flow(
 ) -> FlowReport:
     partitions = [(t, p) for t, p in TopicSync(settings).replicated_partitions() if not topics or t in topics]
     remote = {tp: (settings.remote_topic(tp[0]), tp[1]) for tp in partitions}
+    # Positions first: ends read after them are at or past them, even while the flow copies.
+    positions = positions_and_landings(settings, partitions)
     source_extents = _extents(settings.source_admin, partitions)
     target_by_remote = _extents(settings.target_admin, remote.values())
     target_extents = {tp: target_by_remote[remote[tp]] for tp in partitions}
-    positions = positions_and_landings(settings, partitions)
+    policy = settings.policy()
     anchors = _start_anchors(settings, source_extents, target_extents)
 
     reports: dict[Partition, PartitionReport] = {}
@@ -96,10 +103,11 @@ def verify_flow(
             position=positions.get(tp),
             start=anchors.get(tp),
         )
-        report = PartitionReport(tp[0], tp[1], remote[tp][0])
+        report = PartitionReport(tp[0], tp[1], remote[tp][0], heartbeats=policy.is_heartbeats_topic(tp[0]))
         if isinstance(planned, str):
             report.skipped = planned
-            report.not_yet_copied = max(0, source_extents[tp].end - source_extents[tp].low)
+            extent, position = source_extents[tp], positions.get(tp)
+            report.not_yet_copied = max(0, extent.end - max(extent.low, position[0] if position else 0))
         else:
             ranges[tp] = planned
             report.unverified, report.not_yet_copied, report.anchor = (

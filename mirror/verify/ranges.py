@@ -94,9 +94,14 @@ def copy_range(
             "its position names no target offset (written by MM2); it will once mirror copies a record of it"
         )
     copied_to = min(next_offset, source.end)
-    if copied_to <= source.low:
-        return "the source no longer holds the records the flow copied (retention, or deleted)"
     not_yet_copied = max(0, source.end - max(next_offset, source.low))
+    if copied_to <= source.low:
+        # Retention removed everything copied: nothing to compare, but the tail after the copy still counts.
+        nothing = last_landed + 1
+        return CopyRange(
+            topic, partition, remote_topic, source.low, source.low, nothing, nothing, target.end,
+            unverified=0, not_yet_copied=not_yet_copied, anchor="nothing left on the source",
+        )  # fmt: skip
     if start is not None and start.upstream_offset < copied_to and start.downstream_offset <= last_landed:
         source_start, target_start, anchor = start.upstream_offset, start.downstream_offset, "offset sync"
     else:

@@ -3,6 +3,9 @@ producers and a consumer group work as the runbooks say; each test checks what i
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +16,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirror.local.broker import free_port
 from tests.groups import committed
+from tests.helpers import run_mirror
 from tests.kafka_backends import KafkaCluster, local_clusters
+from tests.mirror_process import MirrorRun, write_config
 from tests.records import read_topic
 from tests.runbooks import GroupReader, SequencedProducer, SharedCounter, run_runbook, stop_background
 
@@ -108,3 +113,93 @@ def test_migrate_a_to_b_loses_nothing_rereads_nothing_and_keeps_order(
     for partition in range(PARTITIONS):
         assert target[partition][: len(source[partition])] == source[partition], f"partition {partition}"
     assert committed(b, "billing", "orders", PARTITIONS) == _ends(b, "orders")
+
+
+def _cutover(config: Path, state: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return run_mirror("migrate", "cutover", str(config), "--state-dir", str(state), *extra)
+
+
+def _step_status(path: Path, step: str) -> str | None:
+    if not path.exists():
+        return None
+    return str(json.loads(path.read_text(encoding="utf-8"))["steps"][step]["status"])
+
+
+def _one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    assert "Traceback" not in result.stderr, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("mirror: ")]
+    assert len(errors) == 1, result.stderr
+    return errors[0]
+
+
+def test_a_cutover_checks_its_fence_resumes_after_sigkill_and_moves_the_group_exactly(
+    clusters: tuple[KafkaCluster, KafkaCluster], tmp_path: Path
+) -> None:
+    a, b = clusters
+    _create(a, "payments", PARTITIONS)
+    numbers = SharedCounter()
+    producer = SequencedProducer(numbers, "payments", PARTITIONS)
+    reader = GroupReader("ledger", "payments")
+    producer.start(a)
+    reader.start(a)
+    config = write_config(
+        tmp_path, a, b, ["payments"], replication_policy="identity", groups=["ledger"], name="cutover.yaml"
+    )
+    state = tmp_path / "migrate"
+    run = MirrorRun(config, tmp_path / "run.log")
+    try:
+        dry = _cutover(config, state, "--dry-run")
+        assert dry.returncode == 0, dry.stderr
+        assert "fence: would refuse: name the producers" in dry.stdout and not state.exists()
+
+        # No fence named: the lag gate passes, then the cutover stops at the fence, exit 2.
+        refused = _cutover(config, state)
+        assert refused.returncode == 2 and "--producers-stopped" in _one_line_error(refused)
+
+        # The operator says the producers stopped, but one still writes: the fence check catches it.
+        lied = _cutover(config, state, "--producers-stopped", "--fence-seconds", "2", "--fence-timeout", "4")
+        assert lied.returncode == 1, lied.stderr
+        assert "verify_fence: payments-" in _one_line_error(lied) and "something still writes" in lied.stderr
+
+        reader.stop()  # first: the group stops behind, so its translation has work to do
+        time.sleep(1)
+        producer.stop()
+        written, read_on_a = len(producer.acked), len(reader.log)
+        # Killed mid-step (the fence check's quiet window), it resumes at that step.
+        first = subprocess.Popen(
+            [sys.executable, "-m", "mirror", "migrate", "cutover", str(config), "--state-dir", str(state),
+             "--producers-stopped", "--fence-seconds", "5"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while _step_status(state / "A_to_B.json", "verify_fence") != "running":
+            assert time.monotonic() < deadline and first.poll() is None, (
+                "the cutover never reached verify_fence"
+            )
+            time.sleep(0.2)
+        second = _cutover(config, state, "--producers-stopped")
+        assert second.returncode == 3 and "holds" in _one_line_error(second)  # one cutover at a time
+        first.kill()
+        first.wait(30)
+
+        resumed = _cutover(config, state, "--producers-stopped", "--fence-seconds", "2")
+        assert resumed.returncode == 0, resumed.stderr
+        assert "lag_gate: done before" in resumed.stdout and "fence: done before" in resumed.stdout
+        assert "verify: " in resumed.stdout and "records in 6 partitions equal their source" in resumed.stdout
+        assert "ledger" in resumed.stdout.split("groups moved:")[1].splitlines()[0]
+        status = run_mirror("migrate", "status", str(config), "--state-dir", str(state))
+        assert status.returncode == 0 and status.stdout.count(" done ") == 7, status.stdout
+        assert run.stop() == 0, run.output()[-3000:]
+    finally:
+        run.cleanup()
+
+    # The group resumes on B right after what it committed on A: nothing lost, nothing read twice.
+    reader.start(b)
+    deadline = time.monotonic() + 60
+    while len(reader.log) < written and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1)
+    reader.stop()
+    assert read_on_a < written, "the group was behind when it stopped: the translation had work to do"
+    assert sorted(n for _, _, n in reader.log) == sorted(producer.acked)
+    assert reader.read_twice() == [] and reader.out_of_order() == []

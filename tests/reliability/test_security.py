@@ -4,6 +4,7 @@ a wrong password stops it with one line; its password appears in no output."""
 
 from __future__ import annotations
 
+import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ import yaml
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
     AclBinding,
+    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
@@ -35,13 +37,14 @@ from tests.mirror_process import MirrorRun, wait_until_caught_up, write_config
 from tests.records import read_topic
 from tests.reliability.conftest import Record
 from tests.reliability.traffic import compare_topics
+from tests.runbooks import SequencedProducer, SharedCounter
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.reliability]
 
 # Random per session, so finding one in an output can only mean it leaked.
 PASSWORDS = {
     user: f"{user}-{uuid.uuid4().hex}"
-    for user in ("mirror", "no-txn", "no-create", "no-describe-configs", "creates-nothing")
+    for user in ("mirror", "no-txn", "no-create", "no-describe-configs", "creates-nothing", "app")
 }
 MECHANISMS = {"A": "PLAIN", "B": "SCRAM-SHA-512"}
 
@@ -306,3 +309,73 @@ def _layout(cluster: KafkaCluster, topics: dict[str, int]) -> dict[str, tuple[in
     resources = [ConfigResource(ConfigResource.Type.TOPIC, name) for name in topics]
     configs = {r.name: f.result(timeout=30) for r, f in admin.describe_configs(resources).items()}
     return {name: (len(listed[name].partitions), configs[name]["cleanup.policy"].value) for name in topics}
+
+
+def _allow(cluster: KafkaCluster, topic: str, principal: str, operations: tuple[str, ...]) -> None:
+    admin = AdminClient(cluster.properties())
+    bindings = [
+        AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal, "*",
+                   AclOperation[operation], AclPermissionType.ALLOW)
+        for operation in operations
+    ]  # fmt: skip
+    for future in admin.create_acls(bindings, request_timeout=30).values():
+        future.result(timeout=30)
+
+
+def _write_acls(cluster: KafkaCluster, topic: str) -> set[tuple[str, str]]:
+    """(principal, permission) of every WRITE ACL on `topic`."""
+    admin = AdminClient(cluster.properties())
+    found = admin.describe_acls(
+        AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, None, None,
+                         AclOperation.WRITE, AclPermissionType.ANY),
+        request_timeout=30,
+    ).result(timeout=30)  # fmt: skip
+    return {(binding.principal, binding.permission_type.name) for binding in found}
+
+
+def test_a_cutover_fences_the_producers_with_a_deny_write_acl_that_never_reaches_the_target(
+    secured: tuple[KafkaCluster, KafkaCluster], tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    source, target = secured
+    topic = unique_name(request, "fenced-")
+    source_topic(source, topic, 100)
+    for cluster in secured:  # the application may write the topic on both sides
+        _allow(cluster, topic, "User:app", ("WRITE", "DESCRIBE"))
+    flow = {"replication_policy": "identity", "sync_topic_acls_interval_seconds": 2}
+    config = write_config(tmp_path, source, target, [topic], clusters=sasl_clusters("mirror"), **flow)
+    grant(secured, "mirror", required_acls(load_config(config)))
+    # The cutover runs as an administrator: fencing creates ACLs (Alter on A's cluster).
+    administrator = {c.alias: {"properties": dict(c.security)} for c in secured}
+    admin_config = write_config(
+        tmp_path, source, target, [topic], name="admin.yaml", clusters=administrator, **flow
+    )
+    app = {
+        alias: replace(cluster, security=sasl_clusters("app")[alias]["properties"])  # type: ignore[arg-type]
+        for alias, cluster in zip(("A", "B"), secured, strict=True)
+    }
+    producer = SequencedProducer(SharedCounter(), topic, 2, fenced=True)
+    producer.start(app["A"])
+    run = MirrorRun(config, tmp_path / "run.log")
+    try:
+        cutover = run_mirror(
+            "migrate", "cutover", str(admin_config), "--state-dir", str(tmp_path / "migrate"),
+            "--producer-principal", "User:app", "--fence-seconds", "3", "--lag-threshold", "100000",
+            "--drain-timeout", "120",
+        )  # fmt: skip
+        assert cutover.returncode == 0, cutover.stdout + cutover.stderr
+        assert "fence: WRITE denied to User:app" in cutover.stdout
+        producer.stop()
+        assert producer.refused > 0, "the application kept writing through the fence"
+        assert ("User:app", "DENY") in _write_acls(source, topic)
+        time.sleep(6)  # three ACL syncs of the running flow
+        on_target = _write_acls(target, topic)
+        assert ("User:app", "ALLOW") in on_target and ("User:app", "DENY") not in on_target, on_target
+        moved = Producer(app["B"].properties())
+        moved.produce(topic, value=b"written on B after the move")
+        assert moved.flush(30) == 0
+        assert run.stop() == 0, run.output()[-3000:]
+    finally:
+        run.cleanup()
+    on_b = read_topic(target.bootstrap_servers, topic, security=target.security)
+    values = {int(r.value) for records in on_b.values() for r in records if r.value and r.value.isdigit()}
+    assert set(producer.acked) <= values, "a record the application wrote on A before the fence is missing"
