@@ -65,6 +65,17 @@ def test_the_target_needs_the_remote_prefix_the_internal_topics_groups_and_trans
     assert _find(acls, "A", "transactional-id", "mirror-B-A-heartbeats").operations == ("Write", "Describe")
 
 
+def test_an_identity_flow_needs_its_topics_by_name_and_the_prefixed_copy_of_the_heartbeats(
+    tmp_path: Path,
+) -> None:
+    # The identity policy keeps topic names, but not the heartbeats topic's (MM2 prefixes it so
+    # heartbeats can tell the paths apart); a run without Create on it stopped at start-up.
+    acls = required_acls(load_config(_config(tmp_path, "{topics: [orders], replication_policy: identity}")))
+    assert "Create" in _find(acls, "B", "topic", "orders").operations
+    assert "Create" in _find(acls, "B", "topic", "A.heartbeats").operations
+    assert not [a for a in acls if a.cluster == "B" and a.name == "A."]
+
+
 def test_at_least_once_without_acl_sync_needs_no_transactional_ids_nor_cluster_alter(tmp_path: Path) -> None:
     flow = "{topics: [orders], exactly_once: false, sync_topic_acls: false}"
     acls = required_acls(load_config(_config(tmp_path, flow)))

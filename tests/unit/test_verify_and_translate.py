@@ -6,6 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mirror.kafka.wire import OffsetSync
+from mirror.migrate.translate import NewestSyncs
 from mirror.verify.compare import compare_streams
 from mirror.verify.digest import ChainDigest, record_digest
 from mirror.verify.ranges import Extent, StartAnchors, copy_range
@@ -141,3 +142,14 @@ def test_partitions_with_nothing_to_compare_say_why() -> None:
     assert not isinstance(gone, str)
     assert (gone.source_start, gone.source_end, gone.target_start, gone.target_end) == (50, 50, 40, 40)
     assert (gone.not_yet_copied, gone.target_lso) == (10, 41)
+
+
+def test_a_group_translates_from_the_newest_sync_below_it_that_both_logs_still_hold() -> None:
+    syncs = NewestSyncs({("t", 0): [150, 250]}, {("t", 0): (120, 0)})
+    for sync in (_sync(100, 100), _sync(140, 150), _sync(200, 210), _sync(300, 320)):
+        syncs.add(sync)
+    assert syncs.get(("t", 0), 150) == _sync(140, 150)  # (100, 100) is gone from the source
+    assert syncs.get(("t", 0), 250) == _sync(200, 210)
+    gone = NewestSyncs({("t", 0): [150]}, {("t", 0): (150, 0)})
+    gone.add(_sync(100, 100))
+    assert gone.get(("t", 0), 150) is None  # behind every usable sync: not translated
