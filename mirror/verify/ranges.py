@@ -89,6 +89,13 @@ def copy_range(
     if position is None:
         return NEVER_COPIED
     next_offset, last_landed = position
+    if last_landed < 0 and next_offset <= source.low:
+        # The flow committed a position but copied nothing yet (the partition was empty): nothing to
+        # compare, and its copy must hold nothing.
+        return CopyRange(
+            topic, partition, remote_topic, source.low, source.low, target.low, target.low, target.end,
+            unverified=0, not_yet_copied=max(0, source.end - source.low), anchor="nothing copied yet",
+        )  # fmt: skip
     if last_landed < 0:
         return (
             "its position names no target offset (written by MM2); it will once mirror copies a record of it"

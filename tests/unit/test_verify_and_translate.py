@@ -136,6 +136,12 @@ def test_partitions_with_nothing_to_compare_say_why() -> None:
     kwargs = {"remote_topic": "A.t", "source": Extent(0, 10), "target": Extent(0, 10), "start": None}
     assert copy_range(("t", 0), position=None, **kwargs) == "never copied"  # type: ignore[arg-type]
     assert "no target offset" in str(copy_range(("t", 0), position=(10, -1), **kwargs))  # type: ignore[arg-type]
+    # A position committed before anything was copied (the partition was empty) compares empty, and
+    # whatever its copy holds is extra.
+    empty = copy_range(("t", 0), position=(0, -1), **kwargs)  # type: ignore[arg-type]
+    assert not isinstance(empty, str)
+    assert (empty.source_start, empty.source_end, empty.target_start, empty.target_end) == (0, 0, 0, 0)
+    assert (empty.target_lso, empty.not_yet_copied) == (10, 10)
     gone = copy_range(("t", 0), remote_topic="A.t", source=Extent(50, 60), target=Extent(0, 41),
                       position=(40, 39), start=None)  # fmt: skip
     # Retention removed all that was copied: empty ranges compare equal, the target's tail still counts.
