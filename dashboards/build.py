@@ -404,6 +404,16 @@ def flow() -> Dashboard:
                 )
             ],
         ),
+        Panel(
+            "Copy verification: what the last check found wrong",
+            "timeseries",
+            [
+                Query(f"mirror_verify_mismatched_records{{{f}}}", "{{kind}}"),
+                Query(f"mirror_verify_records{{{f}}}", "records compared"),
+            ],
+            description="With verify_interval_seconds: missing, extra and changed records, partitions not "
+            "compared (any above 0 is an alert), and how many records the check compared",
+        ),
     ]
     return Dashboard(
         "mirror-flow",

@@ -170,6 +170,8 @@ class FlowConfig(_Model):
     sync_topic_configs_interval_seconds: PositiveSeconds = 600.0
     sync_topic_acls: bool = True
     sync_topic_acls_interval_seconds: PositiveSeconds = 600.0
+    # `mirror verify` inside `mirror run`: the copy compared with its source this often. Off by default.
+    verify_interval_seconds: PositiveSeconds | None = None
     emit_checkpoints: bool = True
     emit_checkpoints_interval_seconds: PositiveSeconds = 5.0
     sync_group_offsets: bool = True

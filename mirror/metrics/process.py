@@ -43,6 +43,25 @@ class RunMetrics:
             ("flow", "kind"),
             registry=registry,
         )
+        self.verify_records = Gauge(
+            "mirror_verify_records",
+            "Source records the last verification of a flow compared with their copies",
+            ("flow",),
+            registry=registry,
+        )
+        self.verify_mismatched = Gauge(
+            "mirror_verify_mismatched_records",
+            "What the last verification of a flow found wrong in the copy: missing, extra or changed "
+            "records, and partitions it could not compare (kind=uncompared_partitions)",
+            ("flow", "kind"),
+            registry=registry,
+        )
+        self.verify_finished = Gauge(
+            "mirror_verify_last_finished_timestamp_seconds",
+            "When the last verification of a flow finished (Unix time)",
+            ("flow",),
+            registry=registry,
+        )
         registry.register(ProcessTreeCollector(os.getpid()))
 
 

@@ -5,6 +5,7 @@ lease renewal and the lag reading. Each job's failures are retried at its next i
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -13,6 +14,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from mirror.errors import FlowTakenOverError, MirrorError
 from mirror.metrics import RunMetrics
 from mirror.runner.components import Flow
+from mirror.verify.job import verify_flow
 
 log = logging.getLogger(__name__)
 
@@ -74,9 +76,44 @@ def schedule_flow_jobs(
     for enabled, seconds, job, what in jobs:
         if enabled:
             scheduler.add_job(guarded(job, what), "interval", seconds=seconds)
+    if config.verify_interval_seconds is not None:
+        scheduler.add_job(
+            guarded(lambda: _verify(flow, metrics), "verify"),
+            "interval",
+            seconds=config.verify_interval_seconds,
+        )
 
     def read_lag() -> None:
         published = flow.connector.published
         flow.lag.refresh(sorted(published.assignment.partitions) if published else [])
 
     scheduler.add_job(read_lag, "interval", seconds=lag_seconds, next_run_time=datetime.now(UTC))
+
+
+def _verify(flow: Flow, metrics: RunMetrics) -> None:
+    """`mirror verify` of the flow while it runs: its ranges are anchored, so copying meanwhile is fine."""
+    name = flow.settings.name
+    report = verify_flow(flow.settings, workers=1)  # one reader per cluster: the copy comes first
+    found = {
+        "missing": report.diff_total("missing"),
+        "extra": report.diff_total("extra") + report.total("extra_after"),
+        "changed": report.diff_total("changed"),
+        "uncompared_partitions": report.uncompared,
+    }
+    for kind, count in found.items():
+        metrics.verify_mismatched.labels(name, kind).set(count)
+    metrics.verify_records.labels(name).set(report.total("records"))
+    metrics.verify_finished.labels(name).set(time.time())
+    for part in report.partitions:
+        d = part.diff
+        if part.differs:
+            log.warning(
+                "flow %s: verify: %s-%d differs from its copy: %d missing, %d extra, %d changed, the first "
+                "at source offset %s; `mirror verify` names them",
+                name, part.topic, part.partition, d.missing, d.extra + part.extra_after, d.changed,
+                d.first_source_offset,
+            )  # fmt: skip
+        elif part.uncompared:
+            log.warning(
+                "flow %s: verify: %s-%d not compared: %s", name, part.topic, part.partition, part.skipped
+            )

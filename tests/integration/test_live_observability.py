@@ -92,6 +92,7 @@ def live(
         groups=[group],
         emit_checkpoints_interval_seconds=1,
         sync_group_offsets_interval_seconds=1,
+        verify_interval_seconds=5,
         spark={"epoch_seconds": 5},
     )
     # A first run copies what is there and stops; then records are written and the older ones

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 from confluent_kafka import Producer
 
-from tests.helpers import create_topic, run_mirror, unique_name
+from tests.helpers import assert_eventually, create_topic, run_mirror, unique_name
 from tests.kafka_backends import KafkaCluster
-from tests.mirror_process import replicate_until_caught_up, write_config
+from tests.mirror_process import MirrorRun, replicate_until_caught_up, wait_until_caught_up, write_config
 from tests.records import read_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -136,3 +138,51 @@ def test_verify_finds_an_extra_a_missing_and_a_changed_record_and_nothing_in_a_c
         "(target offset 301)"
     ), lines
     assert lines[-1].startswith("flow A->B: 2 partitions, 620 records compared, 1 partitions differ")
+
+
+def _metric(port: int, name: str, **labels: str) -> float | None:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    wanted = ",".join(f'{key}="{value}"' for key, value in labels.items())
+    for line in text.splitlines():
+        if line.startswith(f"{name}{{{wanted}}} "):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_a_running_flow_verifies_itself_and_reports_a_record_written_into_its_copy(
+    source_cluster: KafkaCluster, target_cluster: KafkaCluster, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    topic = unique_name(request, "verifying-")
+    create_topic(source_cluster.bootstrap_servers, topic, partitions=2)
+    _produce(source_cluster, topic, 0, 0, 200)
+    config = write_config(tmp_path, source_cluster, target_cluster, [topic], verify_interval_seconds=2)
+    port = int(yaml.safe_load(config.read_text())["metrics"]["port"])
+    flow = "A->B"
+    run = MirrorRun(config, tmp_path / "run.log")
+    try:
+        wait_until_caught_up(source_cluster, target_cluster, [topic], run)
+        # Clean first: a verification after the copy caught up compares every record, finds nothing.
+        assert_eventually(lambda: _assert_verified(port, flow, at_least=200), timeout=60)
+        assert _metric(port, "mirror_verify_mismatched_records", flow=flow, kind="extra") == 0
+        intruder = Producer(target_cluster.properties())
+        intruder.produce(f"A.{topic}", value=b"not from the source", partition=0)
+        assert intruder.flush(30) == 0
+        _produce(source_cluster, topic, 0, 200, 50)  # copied after the intruder: it sits between copies
+        assert_eventually(lambda: _assert_mismatch(port, flow, "extra"), timeout=60)
+        assert (
+            "differs from its copy: 0 missing, 1 extra, 0 changed, the first at source offset 200"
+            in run.output()
+        )
+        assert run.stop() == 0, run.output()[-3000:]
+    finally:
+        run.cleanup()
+
+
+def _assert_verified(port: int, flow: str, *, at_least: int) -> None:
+    records = _metric(port, "mirror_verify_records", flow=flow)
+    assert records is not None and records >= at_least, records
+
+
+def _assert_mismatch(port: int, flow: str, kind: str) -> None:
+    assert _metric(port, "mirror_verify_mismatched_records", flow=flow, kind=kind) == 1
