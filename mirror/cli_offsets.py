@@ -6,14 +6,16 @@ import argparse
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from mirror.cli_flows import flow_from_args
 
 if TYPE_CHECKING:  # the CLI starts fast: Kafka clients and config models load in the handlers
     from mirror.config.flow_settings import FlowSettings
     from mirror.source.offsets_admin import PositionRow
 
 
-def add_offsets_commands(commands: Any) -> None:
+def add_offsets_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     offsets = commands.add_parser(
         "offsets", help="a flow's source positions: list them, or move them while the flow is stopped"
     )
@@ -38,24 +40,6 @@ def add_offsets_commands(commands: Any) -> None:
     listing.set_defaults(handler=_list)
     alter.set_defaults(handler=_alter)
     reset.set_defaults(handler=_reset)
-
-
-def flow_from_args(args: argparse.Namespace) -> FlowSettings:
-    """The flow named by --flow in args.config, or its only flow."""
-    from mirror.config import load_config
-    from mirror.config.flow_settings import flow_settings
-    from mirror.errors import ConfigError
-
-    config = load_config(args.config)
-    flows = {f"{s}->{t}": (s, t, flow) for s, t, flow in config.flow_endpoints()}
-    known = ", ".join(flows)
-    if args.flow is None and len(flows) != 1:
-        raise ConfigError([f"{args.config} has {len(flows)} flows; name one with --flow ({known})"])
-    name = args.flow or next(iter(flows))
-    if name not in flows:
-        raise ConfigError([f"no flow {name} in {args.config}; its flows: {known}"])
-    source, target, flow = flows[name]
-    return flow_settings(config, source, target, flow)
 
 
 def _list(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 EXIT_DIFFERS = 1
 
 
-def add_verify_command(commands: Any) -> None:
+def add_verify_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     verify = commands.add_parser(
         "verify",
         help="compare what a flow copied with its source: counts, and key, value, headers and timestamp "
@@ -34,7 +34,7 @@ def add_verify_command(commands: Any) -> None:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from mirror.cli_offsets import flow_from_args
+    from mirror.cli_flows import flow_from_args
     from mirror.verify.job import verify_flow
 
     report = verify_flow(flow_from_args(args), args.topic, workers=args.workers)

@@ -133,8 +133,16 @@ class _Cutover:
         }[step]
 
     def run(self, step: str) -> str:
-        step_function: Callable[[], str] = getattr(self, f"_{step}")
-        return step_function()
+        steps: dict[str, Callable[[], str]] = {
+            "lag_gate": self._lag_gate,
+            "fence": self._fence,
+            "verify_fence": self._verify_fence,
+            "drain": self._drain,
+            "verify": self._verify,
+            "groups": self._groups,
+            "report": self._report,
+        }
+        return steps[step]()
 
     def _rows(self) -> list[PositionRow]:
         return list_positions(self.settings, self.topics, not_yet_on_target=True)

@@ -112,7 +112,10 @@ def wait_for_flow(settings: FlowSettings, *, lag: int | None, stopped: bool, tim
         if not missing:
             return
         if time.monotonic() > deadline:
-            raise MirrorError(f"flow {settings.name}: after {timeout:g}s, {' and '.join(missing)}")
+            raise MirrorError(
+                f"flow {settings.name}: after {timeout:g}s, {' and '.join(missing)}; is its `mirror run` "
+                "running (or stopping)? `mirror status` without --until-* shows its state"
+            )
         time.sleep(WAIT_POLL_SECONDS)
 
 
