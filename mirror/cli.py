@@ -148,6 +148,12 @@ def _add_monitoring_commands(commands: argparse._SubParsersAction[argparse.Argum
     translate.add_argument("--source", required=True, help="alias of the cluster the group consumed from")
     translate.add_argument("--group", required=True, help="the consumer group")
     translate.add_argument("-c", "--config", type=Path, default=Path("mm2.yaml"), help=config_help)
+    translate.add_argument(
+        "--apply",
+        action="store_true",
+        help="also write them into the group on the cluster (a failover): only while it has no members "
+        "there, never backwards, never past a partition's end; needs nothing of the source cluster",
+    )
     translate.set_defaults(handler=_translate_offsets)
 
 
@@ -275,13 +281,36 @@ def _topology(args: argparse.Namespace) -> int:
 def _translate_offsets(args: argparse.Namespace) -> int:
     from mirror.client import MirrorClient
 
-    offsets = MirrorClient.from_config(args.config, args.cluster).translate_offsets(args.source, args.group)
+    from mirror.errors import MigrationIncompleteError
+
+    client = MirrorClient.from_config(args.config, args.cluster)
+    offsets = client.translate_offsets(args.source, args.group)
     if not offsets:
         print(f"no checkpoints for group {args.group} from {args.source} on {args.cluster}")
         return 1
     print(f"{'TOPIC':<40} {'PARTITION':>9} {'OFFSET':>12}")
     for (topic, partition), offset in offsets.items():
         print(f"{topic:<40} {partition:>9} {offset:>12}")
+    if not args.apply:
+        return 0
+    plan = client.apply_translated_offsets(args.source, args.group)
+    if plan.active:
+        raise MigrationIncompleteError(
+            [f"group {args.group} has members on {args.cluster}; stop them, then run this again"]
+        )
+    print(
+        f"group {args.group} on {args.cluster}: {len(plan.write)} partitions written, {len(plan.ahead)} "
+        f"already at or past their translation (left there)"
+    )
+    if plan.beyond_end:
+        t, p = plan.beyond_end[0]
+        raise MigrationIncompleteError(
+            [
+                f"group {args.group}: {len(plan.beyond_end)} translations lie past their partition's end on "
+                f"{args.cluster} (first {t}-{p}; its remote topic was re-created or truncated); set them "
+                "with kafka-consumer-groups.sh --reset-offsets"
+            ]
+        )
     return 0
 
 

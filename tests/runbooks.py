@@ -118,6 +118,7 @@ class SequencedProducer:
         """`fenced`: refusals are expected (a deny-write fence); they are counted in `refused`."""
         self._counter, self._topic, self._partitions, self._fenced = counter, topic, partitions, fenced
         self.refused = 0
+        self._flush_seconds = 60.0
         self._per_tick = max(1, per_second // 20)
         self._epoch_ms = int(time.time() * 1000)
         self.acked: list[int] = []
@@ -142,7 +143,7 @@ class SequencedProducer:
                         raise
                     self.refused += 1  # refused before sending: the producer knows it is denied
             producer.poll(0)
-        remaining = producer.flush(60)
+        remaining = producer.flush(self._flush_seconds)
         if remaining:
             self._failed.append(f"{remaining} records not acknowledged")
 
@@ -174,6 +175,15 @@ class SequencedProducer:
         self._thread.join(timeout=90)
         assert not self._failed, self._failed[:3]
 
+    def crash(self) -> None:
+        """The producer dies with its cluster: records not acknowledged by then never count as written."""
+        self._flush_seconds = 5.0
+        self._stop.set()
+        assert self._thread is not None
+        self._thread.join(timeout=90)
+        self._failed.clear()
+        self._flush_seconds = 60.0
+
 
 class GroupReader:
     """One consumer of `group` on `topic`, read_committed, committing after every batch; logs what it
@@ -182,14 +192,24 @@ class GroupReader:
     def __init__(self, group: str, topic: str) -> None:
         self.group, self.topic = group, topic
         self.log: list[tuple[str, int, int]] = []
+        self._subscription = topic
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._failed: list[str] = []
 
-    def start(self, cluster: KafkaCluster) -> None:
+    def start(self, cluster: KafkaCluster, subscription: str | None = None) -> None:
+        """Consume on `cluster`, from `subscription` (a topic, or a ^regex) if given, else the topic."""
         self._stop.clear()
+        self._subscription = subscription or self.topic
         self._thread = threading.Thread(target=self._run, args=(cluster,), daemon=True)
         self._thread.start()
+
+    def crash(self) -> None:
+        """The consumer dies with its cluster: what it could not commit is lost, errors are expected."""
+        self._stop.set()
+        assert self._thread is not None
+        self._thread.join(timeout=120)
+        self._failed.clear()
 
     def _run(self, cluster: KafkaCluster) -> None:
         consumer = Consumer(
@@ -202,7 +222,7 @@ class GroupReader:
                 }
             )
         )
-        consumer.subscribe([self.topic])
+        consumer.subscribe([self._subscription])
         try:
             while not self._stop.is_set():
                 batch = [m for m in consumer.consume(500, timeout=0.5) if m.error() is None]

@@ -13,10 +13,17 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from mirror.checkpoint.checkpoints import GroupSyncPlan, plan_group_sync
 from mirror.config import load_config
 from mirror.config.models import MirrorConfig
 from mirror.errors import ConfigError, KafkaClientError, WireFormatError
-from mirror.kafka.admin import list_topics
+from mirror.kafka.admin import (
+    alter_group_offsets,
+    group_offsets,
+    groups_with_members,
+    last_stable_offsets,
+    list_topics,
+)
 from mirror.kafka.clients import admin_client, check_properties
 from mirror.kafka.tail import PartitionTail
 from mirror.kafka.wire import Checkpoint, Heartbeat
@@ -124,6 +131,29 @@ class MirrorClient:
         RemoteClusterUtils.translateOffsets: the newest checkpoint per partition of the group
         in `<source>.checkpoints.internal`.
         """
+        return {tp: c.downstream_offset for tp, c in self._checkpoints(source, group).items()}
+
+    def apply_translated_offsets(self, source: str, group: str) -> GroupSyncPlan:
+        """Write `group`'s translated offsets into the group on this cluster, from its checkpoints
+        alone (the source may be down: a failover). The checkpoint component's rules: never while
+        the group has members here, never backwards, never past a remote partition's end."""
+        checkpoints = self._checkpoints(source, group)
+        where = f"cluster {self.alias}"
+        active = group in groups_with_members(self._admin, [group], what=where)
+        current = group_offsets(self._admin, [group], what=where).get(group, {})
+        plan = plan_group_sync(
+            group,
+            checkpoints,
+            active=active,
+            target_offsets={tp: c.offset for tp, c in current.items()},
+            remote_ends=last_stable_offsets(self._admin, list(checkpoints)),
+        )
+        if plan.write:
+            alter_group_offsets(self._admin, group, plan.write, what=where)
+        return plan
+
+    def _checkpoints(self, source: str, group: str) -> dict[Partition, Checkpoint]:
+        """The newest checkpoint per remote partition of `group` from `source`."""
         topic = self._policy.checkpoints_topic(source)
         if topic not in self._topics():
             raise KafkaClientError(
@@ -131,7 +161,7 @@ class MirrorClient:
                 "emit_checkpoints: true?"
             )
         tail = PartitionTail(self._properties, topic)
-        offsets: dict[Partition, int] = {}
+        newest: dict[Partition, Checkpoint] = {}
         try:
             for record in tail.catch_up():
                 try:
@@ -139,10 +169,10 @@ class MirrorClient:
                 except WireFormatError:
                     continue  # RemoteClusterUtils skips what it cannot parse, too
                 if checkpoint.group == group:
-                    offsets[(checkpoint.topic, checkpoint.partition)] = checkpoint.downstream_offset
+                    newest[(checkpoint.topic, checkpoint.partition)] = checkpoint
         finally:
             tail.close()
-        return dict(sorted(offsets.items()))
+        return dict(sorted(newest.items()))
 
 
 class HeartbeatWatch:

@@ -13,7 +13,12 @@ from mirror.cli import _build_parser
 from tests.runbooks import extract_steps
 
 RUNBOOKS = sorted((Path(__file__).resolve().parents[2] / "docs" / "runbooks").glob("[a-z]*.md"))
-HOOKS = {"stop-consumers A", "start-consumers B", "stop-producers A", "start-producers B"}
+HOOKS = {
+    f"{action}-{role} {cluster}"
+    for action in ("start", "stop")
+    for role in ("consumers", "producers")
+    for cluster in ("A", "B")
+} | {"fail-cluster A", "restart-cluster A"}
 _SHELL = {">", ">>", "2>&1", "&", "|", "&&", ";"}
 
 
@@ -30,7 +35,7 @@ def _mirror_commands(code: str) -> list[list[str]]:
 
 
 def test_the_runbooks_are_found() -> None:
-    assert [path.name for path in RUNBOOKS] == ["migrate-a-to-b.md"]
+    assert [path.name for path in RUNBOOKS] == ["failover-and-failback.md", "migrate-a-to-b.md"]
 
 
 @pytest.mark.parametrize("runbook", RUNBOOKS, ids=lambda path: path.stem)
