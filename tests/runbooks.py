@@ -219,6 +219,8 @@ class GroupReader:
                     "enable.auto.commit": "false",
                     "auto.offset.reset": "earliest",
                     "isolation.level": "read_committed",
+                    # A consumer that dies with its cluster leaves the group this long after it is back.
+                    "session.timeout.ms": "10000",
                 }
             )
         )
