@@ -280,7 +280,6 @@ def _topology(args: argparse.Namespace) -> int:
 
 def _translate_offsets(args: argparse.Namespace) -> int:
     from mirror.client import MirrorClient
-
     from mirror.errors import MigrationIncompleteError
 
     client = MirrorClient.from_config(args.config, args.cluster)
