@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirror.local.broker import free_port
 from tests.groups import committed
-from tests.helpers import run_mirror
+from tests.helpers import assert_eventually, run_mirror
 from tests.kafka_backends import KafkaCluster, local_clusters
 from tests.mirror_process import MirrorRun, write_config
 from tests.records import read_topic
@@ -86,15 +85,10 @@ def test_migrate_a_to_b_loses_nothing_rereads_nothing_and_keeps_order(
         )
         # The producers now write to B, the group reads there; let both go on for a moment.
         written_on_a = len(producer.acked)
-        time.sleep(3)
+        assert_eventually(lambda: _wrote_more(producer, written_on_a + 300), timeout=60)
         producer.stop()
         ends = _ends(b, "orders")
-        started = time.monotonic()
-        while time.monotonic() - started < 60:
-            done = committed(b, "billing", "orders", PARTITIONS)
-            if done == ends:
-                break
-            time.sleep(0.5)
+        assert_eventually(lambda: _committed_to(b, "billing", "orders", ends), timeout=60, interval=0.5)
         reader.stop()
     finally:
         stop_background(tmp_path)
@@ -117,6 +111,18 @@ def test_migrate_a_to_b_loses_nothing_rereads_nothing_and_keeps_order(
 
 def _cutover(config: Path, state: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return run_mirror("migrate", "cutover", str(config), "--state-dir", str(state), *extra)
+
+
+def _wrote_more(producer: SequencedProducer, than: int) -> None:
+    assert len(producer.acked) > than
+
+
+def _read_at_least(reader: GroupReader, records: int) -> None:
+    assert len({n for _, _, n in reader.log}) >= records
+
+
+def _committed_to(cluster: KafkaCluster, group: str, topic: str, ends: dict[int, int]) -> None:
+    assert committed(cluster, group, topic, PARTITIONS) == ends
 
 
 def _step_status(path: Path, step: str) -> str | None:
@@ -162,7 +168,7 @@ def test_a_cutover_checks_its_fence_resumes_after_sigkill_and_moves_the_group_ex
         assert "verify_fence: payments-" in _one_line_error(lied) and "something still writes" in lied.stderr
 
         reader.stop()  # first: the group stops behind, so its translation has work to do
-        time.sleep(1)
+        assert_eventually(lambda: _wrote_more(producer, len(reader.log) + 100), timeout=60)
         producer.stop()
         written, read_on_a = len(producer.acked), len(reader.log)
         # Killed mid-step (the fence check's quiet window), it resumes at that step.
@@ -171,12 +177,12 @@ def test_a_cutover_checks_its_fence_resumes_after_sigkill_and_moves_the_group_ex
              "--producers-stopped", "--fence-seconds", "5"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        deadline = time.monotonic() + 60
-        while _step_status(state / "A_to_B.json", "verify_fence") != "running":
-            assert time.monotonic() < deadline and first.poll() is None, (
-                "the cutover never reached verify_fence"
-            )
-            time.sleep(0.2)
+
+        def in_verify_fence() -> None:
+            assert first.poll() is None, "the cutover ended before verify_fence"
+            assert _step_status(state / "A_to_B.json", "verify_fence") == "running"
+
+        assert_eventually(in_verify_fence, timeout=60)
         second = _cutover(config, state, "--producers-stopped")
         assert second.returncode == 3 and "holds" in _one_line_error(second)  # one cutover at a time
         first.kill()
@@ -195,10 +201,7 @@ def test_a_cutover_checks_its_fence_resumes_after_sigkill_and_moves_the_group_ex
 
     # The group resumes on B right after what it committed on A: nothing lost, nothing read twice.
     reader.start(b)
-    deadline = time.monotonic() + 60
-    while len(reader.log) < written and time.monotonic() < deadline:
-        time.sleep(0.2)
-    time.sleep(1)
+    assert_eventually(lambda: _read_at_least(reader, written), timeout=60)
     reader.stop()
     assert read_on_a < written, "the group was behind when it stopped: the translation had work to do"
     assert sorted(n for _, _, n in reader.log) == sorted(producer.acked)
@@ -222,7 +225,9 @@ def test_failover_and_failback_lose_nothing_acknowledged_and_report_what_was_rea
     phases: dict[str, int] = {}
 
     def fail_a() -> None:
-        time.sleep(2)  # the group and the producer busy, the copy a little behind
+        # The group and the producer busy: a few hundred records more before A dies.
+        before = len(producer.acked)
+        assert_eventually(lambda: _wrote_more(producer, before + 400), timeout=60)
         broker.kill()
         producer.crash()
         reader.crash()
@@ -250,11 +255,10 @@ def test_failover_and_failback_lose_nothing_acknowledged_and_report_what_was_rea
             hooks,
             tmp_path / "runbook.log",
         )
-        time.sleep(3)
+        back_on_a = len(producer.acked)
+        assert_eventually(lambda: _wrote_more(producer, back_on_a + 300), timeout=60)
         producer.stop()
-        deadline = time.monotonic() + 60
-        while len({n for _, _, n in reader.log}) < len(set(producer.acked)) and time.monotonic() < deadline:
-            time.sleep(0.5)
+        assert_eventually(lambda: _read_at_least(reader, len(set(producer.acked))), timeout=60, interval=0.5)
         reader.stop()
     finally:
         stop_background(tmp_path)
