@@ -24,6 +24,7 @@ from confluent_kafka.admin import (
     ConfigEntry,
     ConfigResource,
     ConfigSource,
+    ConsumerGroupDescription,
     NewPartitions,
     NewTopic,
     OffsetSpec,
@@ -232,10 +233,9 @@ def committed_with_metadata(
     request = [TopicPartition(topic, partition) for topic, partition in partitions]
     if not request:
         return {}
-    try:
-        result = consumer.committed(request, timeout=TIMEOUT_SECONDS)
-    except KafkaException as exc:
-        raise translate(exc, "reading committed positions") from exc
+    result = retrying(
+        lambda: consumer.committed(request, timeout=TIMEOUT_SECONDS), doing="reading committed positions"
+    )
     return {
         (tp.topic, tp.partition): (tp.offset, tp.metadata or "")
         for tp in result
@@ -247,10 +247,8 @@ def commit_positions(consumer: Consumer, positions: Mapping[Partition, int]) -> 
     offsets = [TopicPartition(topic, partition, offset) for (topic, partition), offset in positions.items()]
     if not offsets:
         return
-    try:
-        consumer.commit(offsets=offsets, asynchronous=False)
-    except KafkaException as exc:
-        raise translate(exc, "committing positions") from exc
+    # Committing the same offsets again is harmless, so a moved coordinator is simply asked again.
+    retrying(lambda: consumer.commit(offsets=offsets, asynchronous=False), doing="committing positions")
 
 
 def describe_topic_acls(admin: AdminClient) -> list[TopicAcl] | None:
@@ -309,10 +307,10 @@ class CommittedOffset:
 
 def list_group_ids(admin: AdminClient, *, what: str) -> list[str]:
     """Every consumer group the cluster knows, sorted."""
-    try:
-        result = admin.list_consumer_groups(request_timeout=TIMEOUT_SECONDS).result(timeout=TIMEOUT_SECONDS)
-    except KafkaException as exc:
-        raise translate(exc, f"listing consumer groups of {what}") from exc
+    result = retrying(
+        lambda: admin.list_consumer_groups(request_timeout=TIMEOUT_SECONDS).result(timeout=TIMEOUT_SECONDS),
+        doing=f"listing consumer groups of {what}",
+    )
     return sorted(listing.group_id for listing in result.valid or [])
 
 
@@ -320,16 +318,18 @@ def group_offsets(
     admin: AdminClient, groups: Iterable[str], *, what: str
 ) -> dict[str, dict[Partition, CommittedOffset]]:
     """Committed offsets per group (the API takes one group per request, so they go out together)."""
-    try:
+    groups = list(groups)
+
+    def ask() -> dict[str, ConsumerGroupTopicPartitions]:
         futures = {
             group: admin.list_consumer_group_offsets(
                 [ConsumerGroupTopicPartitions(group)], request_timeout=TIMEOUT_SECONDS
             )[group]
             for group in groups
         }
-        answers = {group: future.result(timeout=TIMEOUT_SECONDS) for group, future in futures.items()}
-    except KafkaException as exc:
-        raise translate(exc, f"listing consumer group offsets on {what}") from exc
+        return {group: future.result(timeout=TIMEOUT_SECONDS) for group, future in futures.items()}
+
+    answers = retrying(ask, doing=f"listing consumer group offsets on {what}")
     return {
         group: {
             (tp.topic, tp.partition): CommittedOffset(tp.offset, tp.metadata or "")
@@ -345,11 +345,12 @@ def groups_with_members(admin: AdminClient, groups: Iterable[str], *, what: str)
     groups = list(groups)
     if not groups:
         return set()
-    try:
+
+    def ask() -> dict[str, ConsumerGroupDescription]:
         futures = admin.describe_consumer_groups(groups, request_timeout=TIMEOUT_SECONDS)
-        descriptions = {group: future.result(timeout=TIMEOUT_SECONDS) for group, future in futures.items()}
-    except KafkaException as exc:
-        raise translate(exc, f"describing consumer groups on {what}") from exc
+        return {group: future.result(timeout=TIMEOUT_SECONDS) for group, future in futures.items()}
+
+    descriptions = retrying(ask, doing=f"describing consumer groups on {what}")
     idle = {ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD}
     return {
         group
@@ -365,12 +366,13 @@ def alter_group_offsets(
     request = ConsumerGroupTopicPartitions(
         group, [TopicPartition(topic, partition, offset) for (topic, partition), offset in offsets.items()]
     )
-    try:
-        answer = admin.alter_consumer_group_offsets([request], request_timeout=TIMEOUT_SECONDS)[group].result(
+    # Writing the same offsets twice is harmless, so a coordinator that moved is simply asked again.
+    answer = retrying(
+        lambda: admin.alter_consumer_group_offsets([request], request_timeout=TIMEOUT_SECONDS)[group].result(
             timeout=TIMEOUT_SECONDS
-        )
-    except KafkaException as exc:
-        raise translate(exc, f"writing offsets of group {group} on {what}") from exc
+        ),
+        doing=f"writing offsets of group {group} on {what}",
+    )
     failed = [tp for tp in answer.topic_partitions or [] if tp.error is not None]
     if failed:
         raise KafkaClientError(

@@ -25,6 +25,11 @@ _TRANSIENT_CODES = {
     KafkaError.UNKNOWN_TOPIC_OR_PART,
     KafkaError._UNKNOWN_PARTITION,
     KafkaError._UNKNOWN_TOPIC,
+    # A group coordinator that moved or is still loading its log (a broker just started) answers
+    # these; librdkafka retries them inside its own group calls but not for committed().
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
 }
 
 # librdkafka logs to stderr on its own (connection refusals, "fenced" when a partition's producer
