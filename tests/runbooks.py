@@ -20,6 +20,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
@@ -185,13 +186,24 @@ class SequencedProducer:
         self._flush_seconds = 60.0
 
 
+class Read(NamedTuple):
+    """One record a GroupReader read: where (cluster, topic, partition, offset) and which (number)."""
+
+    cluster: str
+    topic: str
+    partition: int
+    offset: int
+    number: int
+
+
 class GroupReader:
     """One consumer of `group` on `topic`, read_committed, committing after every batch; logs what it
-    read as (cluster alias, partition, record number) in order."""
+    read, in order, and how much of that it had committed."""
 
     def __init__(self, group: str, topic: str) -> None:
         self.group, self.topic = group, topic
-        self.log: list[tuple[str, int, int]] = []
+        self.log: list[Read] = []
+        self.committed_reads = 0  # len(log) at the last commit the broker acknowledged
         self._subscription = topic
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -228,10 +240,11 @@ class GroupReader:
         try:
             while not self._stop.is_set():
                 batch = [m for m in consumer.consume(500, timeout=0.5) if m.error() is None]
-                for message in batch:
-                    self.log.append((cluster.alias, message.partition(), int(message.value())))
+                for m in batch:
+                    self.log.append(Read(cluster.alias, m.topic(), m.partition(), m.offset(), int(m.value())))
                 if batch:
                     consumer.commit(asynchronous=False)
+                    self.committed_reads = len(self.log)
         except Exception as exc:  # noqa: BLE001 - reported by stop(), in the test's thread
             self._failed.append(repr(exc))
         finally:
@@ -243,18 +256,29 @@ class GroupReader:
         self._thread.join(timeout=60)
         assert not self._failed, self._failed
 
+    def numbers(self, since: int = 0, until: int | None = None) -> list[int]:
+        """The numbers of log entries [since, until), in the order read."""
+        return [read.number for read in self.log[since:until]]
+
     def read_twice(self) -> list[int]:
         seen: dict[int, int] = defaultdict(int)
-        for _, _, n in self.log:
-            seen[n] += 1
+        for read in self.log:
+            seen[read.number] += 1
         return sorted(n for n, times in seen.items() if times > 1)
 
-    def out_of_order(self) -> list[tuple[int, int, int]]:
-        """(partition, record, the record before it) wherever a partition's records go backwards."""
-        last: dict[int, int] = {}
+    def out_of_order(self) -> list[tuple[str, int, int, int]]:
+        """(topic, partition, record, the record before it) wherever a record read for the first time
+        comes after a later one of its topic partition; a topic of the same name on either cluster
+        counts as one (a move keeps names). A replay of records read before is read_twice's business."""
+        last: dict[tuple[str, int], int] = {}
+        seen: set[int] = set()
         found = []
-        for _, partition, n in self.log:
-            if partition in last and n <= last[partition]:
-                found.append((partition, n, last[partition]))
-            last[partition] = n
+        for read in self.log:
+            if read.number in seen:
+                continue
+            seen.add(read.number)
+            where = (read.topic, read.partition)
+            if where in last and read.number <= last[where]:
+                found.append((*where, read.number, last[where]))
+            last[where] = read.number
         return found

@@ -34,7 +34,7 @@ from confluent_kafka.admin import (
 
 from mirror.errors import KafkaClientError
 from mirror.kafka.acl import TopicAcl
-from mirror.kafka.clients import retrying, translate
+from mirror.kafka.clients import STALE_LEADER_CODES, error_code, retrying, translate
 
 TIMEOUT_SECONDS = 30.0
 
@@ -192,10 +192,19 @@ def _list_offsets(
 
     def ask() -> dict[Partition, int]:
         futures = admin.list_offsets(request, isolation_level=isolation, request_timeout=TIMEOUT_SECONDS)
-        return {
-            (tp.topic, tp.partition): future.result(timeout=TIMEOUT_SECONDS).offset
-            for tp, future in futures.items()
-        }
+        try:
+            return {
+                (tp.topic, tp.partition): future.result(timeout=TIMEOUT_SECONDS).offset
+                for tp, future in futures.items()
+            }
+        except KafkaException as exc:
+            if error_code(exc) in STALE_LEADER_CODES:
+                # After a broker restart librdkafka (2.16) keeps sending the leader epoch it cached
+                # before, and ListOffsets does not refresh it: the broker refuses until the client
+                # asks for the topics' metadata again (else only the 5-minute refresh mends it).
+                for topic in {tp.topic for tp in request}:
+                    admin.list_topics(topic=topic, timeout=TIMEOUT_SECONDS)
+            raise
 
     # Partitions just created or moving have no leader for a moment (NOT_LEADER_FOR_PARTITION).
     return retrying(ask, doing="listing partition offsets")

@@ -30,7 +30,11 @@ _TRANSIENT_CODES = {
     KafkaError.NOT_COORDINATOR,
     KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
     KafkaError.COORDINATOR_NOT_AVAILABLE,
+    # A leader epoch the client cached before a broker restarted (see refresh_stale_leaders).
+    KafkaError.FENCED_LEADER_EPOCH,
+    KafkaError.UNKNOWN_LEADER_EPOCH,
 }
+STALE_LEADER_CODES = {KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH}
 
 # librdkafka logs to stderr on its own (connection refusals, "fenced" when a partition's producer
 # moves between workers). mirror reports what matters itself, so its log goes to a Python logger
@@ -139,7 +143,14 @@ def retrying(action: Callable[[], T], *, doing: str, timeout_seconds: float = 30
             retriable = error is not None and (error.retriable() or error.code() in _TRANSIENT_CODES)
             if not retriable or time.monotonic() >= deadline:
                 raise translate(exc, doing) from exc
+        except TimeoutError as exc:  # a future's result(timeout=...): the cluster did not answer
+            raise KafkaClientError(f"{doing}: no answer in time; {_hint(None)}") from exc
         time.sleep(0.2)
+
+
+def error_code(exc: KafkaException) -> int | None:
+    error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+    return error.code() if error is not None else None
 
 
 AUTHORIZATION_CODES = {

@@ -50,3 +50,11 @@ def test_an_error_that_will_not_pass_is_not_asked_again() -> None:
     with pytest.raises(KafkaClientError):
         retrying(action, doing="reading committed positions")
     assert len(calls) == 1
+
+
+def test_a_future_that_times_out_ends_with_one_line_naming_what_was_being_done() -> None:
+    def action() -> str:
+        raise TimeoutError
+
+    with pytest.raises(KafkaClientError, match=r"^listing partition offsets: no answer in time; check "):
+        retrying(action, doing="listing partition offsets")

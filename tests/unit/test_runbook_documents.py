@@ -13,12 +13,16 @@ from mirror.cli import _build_parser
 from tests.runbooks import extract_steps
 
 RUNBOOKS = sorted((Path(__file__).resolve().parents[2] / "docs" / "runbooks").glob("[a-z]*.md"))
-HOOKS = {
-    f"{action}-{role} {cluster}"
-    for action in ("start", "stop")
-    for role in ("consumers", "producers")
-    for cluster in ("A", "B")
-} | {"fail-cluster A", "restart-cluster A"}
+HOOKS = (
+    {
+        f"{action}-{role} {cluster}"
+        for action in ("start", "stop")
+        for role in ("consumers", "producers")
+        for cluster in ("A", "B")
+    }
+    | {f"{action}-cluster {cluster}" for action in ("fail", "restart") for cluster in ("A", "B")}
+    | {"keep-working A"}
+)
 _SHELL = {">", ">>", "2>&1", "&", "|", "&&", ";"}
 
 
@@ -35,7 +39,11 @@ def _mirror_commands(code: str) -> list[list[str]]:
 
 
 def test_the_runbooks_are_found() -> None:
-    assert [path.name for path in RUNBOOKS] == ["failover-and-failback.md", "migrate-a-to-b.md"]
+    assert [path.name for path in RUNBOOKS] == [
+        "active-active.md",
+        "failover-and-failback.md",
+        "migrate-a-to-b.md",
+    ]
 
 
 @pytest.mark.parametrize("runbook", RUNBOOKS, ids=lambda path: path.stem)
