@@ -334,8 +334,10 @@ class Supervisor:
         )
 
     def _shutdown(self, scheduler: BackgroundScheduler) -> None:
-        if scheduler.running:
-            scheduler.shutdown(wait=True)
+        # A job in flight (a topic refresh listing a cluster that is down waits up to 30 s) finishes
+        # while the queries drain, not before; the clients it uses close only once it has.
+        jobs_done = threading.Thread(target=self._stop_jobs, args=(scheduler,), name="mirror-stop-jobs")
+        jobs_done.start()
         for flow in self._flows:
             flow.stop_file.touch()
             try:
@@ -353,9 +355,16 @@ class Supervisor:
                     # The JVM went first (a signal to the whole process group): nothing left to stop,
                     # and what it had in flight is aborted or fenced by the next run.
                     log.info("flow %s: %s query already gone", flow.settings.name, component.name)
+        jobs_done.join()
+        for flow in self._flows:
             flow.lease.close()
             flow.lag.close()
             flow.stop_file.unlink(missing_ok=True)
         if self._stats is not None:
             self._stats.close()
         log.info("stopped")
+
+    @staticmethod
+    def _stop_jobs(scheduler: BackgroundScheduler) -> None:
+        if scheduler.running:
+            scheduler.shutdown(wait=True)

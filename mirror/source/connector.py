@@ -63,14 +63,14 @@ class SourceConnector:
         if set(replicated) == self.published.assignment.partitions:
             return
         generation = self.published.assignment.generation + 1
-        self.lease.update(replace(self.lease.mark, generation=generation))
+        self.lease.update(lambda mark: replace(mark, generation=generation))
         self._fence([])
         self._publish(replicated, generation, self.published)
 
     def stop_tasks(self) -> None:
         """Tell every copy task to commit what it holds and return (they read the mark twice a second)."""
         if self.lease is not None:
-            self.lease.update(replace(self.lease.mark, stopping=True))
+            self.lease.update(lambda mark: replace(mark, stopping=True))
 
     def _fence(self, legacy: Collection[SourcePartition]) -> None:
         settings = self._settings

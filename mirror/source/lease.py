@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
@@ -84,11 +85,13 @@ class FlowLease:
                 raise translate(again, doing) from again
         self.last_renewed = time.monotonic()
 
-    def update(self, mark: FlowMark) -> None:
-        """Commit a new mark now (a new copy generation, or stopping), as a renewal does, recovering
-        a replaced or stuck producer on the way; raises KafkaClientError if it did not commit."""
+    def update(self, change: Callable[[FlowMark], FlowMark]) -> None:
+        """Commit `change(mark)` now (a new copy generation, or stopping), as a renewal does,
+        recovering a replaced or stuck producer on the way; raises KafkaClientError if it did not
+        commit. The change applies to the mark as it is under the lock, so a topic refresh's new
+        generation and shutdown's stopping never undo each other."""
         with self._lock:
-            self.mark = mark
+            self.mark = change(self.mark)
             before = self.last_renewed
             self._renew()
             if self.last_renewed == before:

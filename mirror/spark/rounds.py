@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -86,8 +87,38 @@ def run_rounds(
             for index in range(schedule.rounds):
                 if index and not _wait_unless_stopping(started + index * schedule.interval, stopping):
                     break
-                rows = [dataclasses.asdict(row) for row in round_(settings)]
-                yield pa.RecordBatch.from_pylist(rows, schema=schema)
+                rows = _round_unless_stopping(round_, settings, stopping)
+                if rows is None:
+                    return
+                yield pa.RecordBatch.from_pylist([dataclasses.asdict(row) for row in rows], schema=schema)
+
+
+def _round_unless_stopping(round_: Round, settings: FlowSettings, stop_file: Path) -> list[Any] | None:
+    """The round's rows; None if the stop file appears while the round still runs.
+
+    A round blocked on a cluster that is down (each of its calls waits up to 30 s) must not hold up
+    shutdown, and Spark stopping the query mid-batch instead interrupts the driver's foreachBatch,
+    which ends in a JVM stack overflow on stderr. Abandoned, the round's thread dies with the worker;
+    what it would have written (checkpoints, heartbeats, in a transaction) the next run writes.
+    """
+    rows: list[Any] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            rows.extend(round_(settings))
+        except BaseException as exc:  # noqa: BLE001 - raised again in the worker's own thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=run, name="mirror-round", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(STOP_CHECK_SECONDS)
+        if thread.is_alive() and stop_file.exists():
+            return None
+    if failure:
+        raise failure[0]
+    return rows
 
 
 def _wait_unless_stopping(until: float, stop_file: Path) -> bool:

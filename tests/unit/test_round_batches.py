@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,3 +45,34 @@ def test_rounds_keep_their_interval_and_stop_early_once_the_stop_file_exists(
     gaps = [later - earlier for earlier, later in itertools.pairwise(started)]
     assert all(gap >= 0.045 for gap in gaps), gaps
     assert rounds.MIN_BATCH_SECONDS >= 1
+
+
+def test_a_round_blocked_on_a_cluster_is_abandoned_once_the_stop_file_appears(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A round waiting on a cluster that is down must not hold up shutdown for its client timeouts.
+    monkeypatch.setattr(FlowSettings, "from_json", classmethod(lambda cls, text: None))
+    stop_file = tmp_path / "stop"
+    release, returned = threading.Event(), threading.Event()
+
+    def round_(_settings: object) -> list[Row]:
+        stop_file.touch()  # shutdown begins while the round waits
+        release.wait(30)
+        returned.set()
+        return [Row(1)]
+
+    tick = pa.RecordBatch.from_pylist([{"tick": 0}])
+    out = list(run_rounds(round_, Row, "{}", Schedule(3, 0.05, str(stop_file)), iter([tick])))
+    assert out == [] and not returned.is_set(), "the batch ended while its round still waited"
+    release.set()
+
+
+def test_a_round_that_fails_fails_the_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(FlowSettings, "from_json", classmethod(lambda cls, text: None))
+
+    def round_(_settings: object) -> list[Row]:
+        raise KeyError("the broker said no")
+
+    tick = pa.RecordBatch.from_pylist([{"tick": 0}])
+    with pytest.raises(KeyError, match="the broker said no"):
+        list(run_rounds(round_, Row, "{}", Schedule(1, 0.05, str(tmp_path / "stop")), iter([tick])))
