@@ -63,6 +63,9 @@ class FlowSettings:
     # Also write heartbeats `target->source` into the source, which this flow then carries back
     # as `<source>.heartbeats` (MM2's reverse herder); off when a flow target->source does it.
     reverse_heartbeats: bool = True
+    # Heartbeats reach the source's heartbeats topic (this flow's reverse heartbeats, or those of an
+    # enabled flow target->source), so the ones this flow copies show it alive.
+    heartbeats_through: bool = True
 
     @property
     def name(self) -> str:
@@ -205,6 +208,7 @@ def flow_settings(
         # emit_heartbeats: false asks for none (MM2 reads that pair's setting the same way).
         reverse_heartbeats=flow.emit_heartbeats
         and (reverse is None or (not reverse.enabled and reverse.emit_heartbeats)),
+        heartbeats_through=flow.emit_heartbeats and (reverse is None or reverse.emit_heartbeats),
     )
 
 

@@ -6,7 +6,10 @@ read (read_committed) by every copy task, checkpoint and heartbeat round of the 
 - `generation`: the current copy-task assignment; a copy task of an older one ends;
 - `task_ids`: how many copy-task transactional ids may hold transactions (ids 0..task_ids-1),
   so the next owner knows which ids to fence even after `tasks_max` shrank;
-- `stopping`: the owner is shutting down; copy tasks commit what they hold and return.
+- `stopping`: the owner is shutting down; copy tasks commit what they hold and return;
+- `started_ms`, `renewed_ms`: when the owner took the flow and when it committed this mark (wall
+  clock, ms; 0 from mirror before they existed): `mirror status` tells a starting, running or
+  dead owner apart by them, whatever heartbeats say.
 mirror before copy tasks wrote the bare instance id and used one transactional id per source
 partition; such a mark decodes with `legacy=True`.
 """
@@ -23,6 +26,8 @@ class FlowMark:
     generation: int = 0
     task_ids: int = 0
     stopping: bool = False
+    started_ms: int = 0
+    renewed_ms: int = 0
     legacy: bool = False
 
     def encode(self) -> str:
@@ -42,4 +47,6 @@ class FlowMark:
             generation=int(fields.get("generation", 0)),
             task_ids=int(fields.get("task_ids", 0)),
             stopping=bool(fields.get("stopping", False)),
+            started_ms=int(fields.get("started_ms", 0)),
+            renewed_ms=int(fields.get("renewed_ms", 0)),
         )

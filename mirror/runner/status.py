@@ -49,7 +49,7 @@ class GroupStatus:
 @dataclass
 class FlowStatus:
     flow: str
-    state: str  # running, stopped, down, never-run
+    state: str  # starting, running, stalled, stopped, down, never-run
     detail: str  # what the state rests on, in words
     owner: str | None
     lag: int
@@ -129,28 +129,52 @@ def _state(
         return "down", "its lease is held by a killed instance; the next `mirror run` takes it over"
     if owner.stopping:
         return "stopped", "its last owner stopped cleanly"
-    if not _heartbeats_confirm(settings):
+    if not owner.renewed_ms:  # a mark from mirror before marks carried their time
+        return _state_by_heartbeats(settings, heartbeat)
+    renewed = time.time() - owner.renewed_ms / 1000
+    if renewed > ALIVE_SECONDS:
+        return "down", f"not stopped cleanly, and its owner last renewed its lease {renewed:.0f} s ago"
+    return _state_of_live_owner(settings, owner, heartbeat, renewed)
+
+
+def _state_of_live_owner(
+    settings: FlowSettings, owner: FlowMark, heartbeat: float | None, renewed: float
+) -> tuple[str, str]:
+    """The owner renews its lease: heartbeats through the flow tell whether records flow."""
+    lease = f"its owner renews its lease (last {renewed:.0f} s ago)"
+    if not settings.heartbeats_through:
+        return "running", f"{lease}; the flow copies no heartbeats that could show records flowing"
+    if heartbeat is not None and heartbeat < ALIVE_SECONDS:
+        return "running", f"heartbeats arrive through it (the newest {heartbeat:.0f} s old)"
+    started = time.time() - owner.started_ms / 1000
+    if heartbeat is None and started < ALIVE_SECONDS:
+        return "starting", f"{lease}; it took the flow {started:.0f} s ago, no heartbeat came through yet"
+    return "stalled", (
+        f"{lease}, but {_silence(heartbeat)}: records are not flowing; is the source cluster up? "
+        "`mirror run`'s output says what it waits for"
+    )
+
+
+def _state_by_heartbeats(settings: FlowSettings, heartbeat: float | None) -> tuple[str, str]:
+    if not settings.heartbeats_through:
         return "running", "not stopped; the flow copies no heartbeats that could confirm it is alive"
     if heartbeat is not None and heartbeat < ALIVE_SECONDS:
         return "running", f"heartbeats arrive through it (the newest {heartbeat:.0f} s old)"
-    silence = (
+    return "down", f"not stopped cleanly, and {_silence(heartbeat)}"
+
+
+def _silence(heartbeat: float | None) -> str:
+    return (
         "no heartbeat came through it"
         if heartbeat is None
         else f"the newest heartbeat is {heartbeat:.0f} s old"
     )
-    return "down", f"not stopped cleanly, and {silence}"
-
-
-def _heartbeats_confirm(settings: FlowSettings) -> bool:
-    """Whether heartbeats come through the flow while it copies: written into the source's heartbeats
-    topic (by this flow's reverse heartbeats) and copied to the target like any record."""
-    return settings.emit_heartbeats and settings.reverse_heartbeats
 
 
 def _heartbeat_age(settings: FlowSettings, target: MirrorClient) -> float | None:
     """The age of the newest heartbeat that came through the flow: in the source's heartbeats topic's
     copy on the target, and only there (the target may hold many heartbeats topics)."""
-    if not _heartbeats_confirm(settings):
+    if not settings.heartbeats_through:
         return None
     watch = HeartbeatWatch(target, only={settings.remote_topic(settings.policy().heartbeats_topic())})
     try:

@@ -13,6 +13,7 @@ A zombie task can therefore never commit a partition another task now owns (KIP-
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Collection
 from dataclasses import replace
 from pathlib import Path
@@ -48,7 +49,9 @@ class SourceConnector:
         previous = self.lease.take()
         task_ids = max(previous.task_ids if previous else 0, settings.tasks_max)
         generation = (previous.generation if previous else 0) + 1
-        self.lease.acquire(FlowMark(settings.instance_id, generation, task_ids))
+        self.lease.acquire(
+            FlowMark(settings.instance_id, generation, task_ids, started_ms=int(time.time() * 1000))
+        )
         # A mirror from before copy tasks wrote per-partition transactions; end those too.
         legacy = replicated if previous is not None and previous.legacy else []
         self._fence(legacy)

@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
@@ -167,7 +168,8 @@ class FlowLease:
     def _commit_mark(self) -> None:
         # An empty transaction never reaches the coordinator; committing a group offset does.
         # Its metadata names this instance: the flow's owner, as fenced tasks check (mirror.source.ownership).
-        mark = [TopicPartition(self._settings.offsets_topic, 0, 0, metadata=self.mark.encode())]
+        renewed = replace(self.mark, renewed_ms=int(time.time() * 1000))
+        mark = [TopicPartition(self._settings.offsets_topic, 0, 0, metadata=renewed.encode())]
         doing = f"flow {self._settings.name}: renewing the lease"
         metadata = self._group.consumer_group_metadata()
         self._producer.begin_transaction()
