@@ -1,0 +1,98 @@
+"""`mirror local up|down|status|seed|jars`: Apache Kafka clusters on 127.0.0.1 for trying mirror and
+for its tests."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def add_local_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """local up, down, status, seed, jars: clusters on 127.0.0.1 for trying mirror and for tests."""
+    local = commands.add_parser("local", help="local Apache Kafka clusters on 127.0.0.1 (no Docker)")
+    local_commands = local.add_subparsers(dest="local_command", required=True, metavar="COMMAND")
+    dir_help = "where the clusters keep data, logs and pids (default: ./.mirror-local)"
+    up = local_commands.add_parser("up", help="start clusters A and B and write mm2.local.yaml")
+    up.add_argument("--dir", type=Path, default=Path(".mirror-local"), help=dir_help)
+    up.add_argument("--base-port", type=int, default=19092, help="A listens here, B 10000 higher")
+    up.add_argument("--config-out", type=Path, default=Path("mm2.local.yaml"), help="the mm2.yaml to write")
+    up.set_defaults(handler=_local_up)
+    down = local_commands.add_parser("down", help="stop the local clusters")
+    down.add_argument("--dir", type=Path, default=Path(".mirror-local"), help=dir_help)
+    down.add_argument("--purge", action="store_true", help="also delete their data and logs")
+    down.set_defaults(handler=_local_down)
+    status = local_commands.add_parser("status", help="show the local clusters")
+    status.add_argument("--dir", type=Path, default=Path(".mirror-local"), help=dir_help)
+    status.set_defaults(handler=_local_status)
+    seed = local_commands.add_parser("seed", help="write sample records into a topic of cluster A")
+    seed.add_argument("--dir", type=Path, default=Path(".mirror-local"), help=dir_help)
+    seed.add_argument("--topic", default="orders", help="topic to create or append to (default: orders)")
+    seed.add_argument("--records", type=int, default=10_000, help="how many records (default: 10000)")
+    seed.add_argument("--partitions", type=int, default=4, help="partitions if the topic is new (default: 4)")
+    seed.set_defaults(handler=_local_seed)
+    jars = local_commands.add_parser("jars", help="resolve the Apache Kafka jars from Maven Central")
+    jars.set_defaults(handler=_local_jars)
+
+
+def _local_up(args: argparse.Namespace) -> int:
+    from mirror.local.environment import LocalEnvironment, write_local_config
+
+    environment = LocalEnvironment(args.dir)
+    current = environment.status()
+    if not current or not all(cluster.running for cluster in current):
+        print("starting local Kafka clusters (a first run downloads the Kafka jars)...", file=sys.stderr)
+    clusters, started = environment.up(base_port=args.base_port)
+    if not started:
+        print(f"local clusters already running under {args.dir}; nothing started", file=sys.stderr)
+    write_local_config(args.config_out, clusters, args.dir)
+    for cluster in clusters:
+        print(f"{cluster.alias}  {cluster.bootstrap_servers}  pid {cluster.pid}")
+    print(f"wrote {args.config_out}; run: mirror run {args.config_out}", file=sys.stderr)
+    return 0
+
+
+def _local_down(args: argparse.Namespace) -> int:
+    from mirror.local.environment import LocalEnvironment
+
+    stopped = LocalEnvironment(args.dir).down(purge=args.purge)
+    print(
+        f"stopped: {', '.join(stopped) or 'nothing was running'}" + (" (data deleted)" if args.purge else "")
+    )
+    return 0
+
+
+def _local_status(args: argparse.Namespace) -> int:
+    from mirror.local.environment import LocalEnvironment
+
+    clusters = LocalEnvironment(args.dir).status()
+    if not clusters:
+        print(f"no local clusters under {args.dir}; start them with: mirror local up")
+        return 1
+    for cluster in clusters:
+        state = f"running (pid {cluster.pid})" if cluster.running else "stopped"
+        print(f"{cluster.alias}  {cluster.bootstrap_servers}  {state}  {cluster.directory}")
+    return 0 if all(cluster.running for cluster in clusters) else 1
+
+
+def _local_seed(args: argparse.Namespace) -> int:
+    from mirror.errors import LocalClusterError
+    from mirror.local.environment import LocalEnvironment
+    from mirror.local.seed import seed_topic
+
+    running = [cluster for cluster in LocalEnvironment(args.dir).status() if cluster.running]
+    if not running:
+        raise LocalClusterError(
+            f"no local cluster is running under {args.dir}; start them with: mirror local up"
+        )
+    source = running[0]
+    written = seed_topic(source.bootstrap_servers, args.topic, args.records, args.partitions)
+    print(f"wrote {written:,} records to {args.topic} on {source.alias} ({source.bootstrap_servers})")
+    return 0
+
+
+def _local_jars(args: argparse.Namespace) -> int:
+    from mirror.local.jars import kafka_libs
+
+    print(kafka_libs())
+    return 0
