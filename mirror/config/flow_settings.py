@@ -64,7 +64,7 @@ class FlowSettings:
     # as `<source>.heartbeats` (MM2's reverse herder); off when a flow target->source does it.
     reverse_heartbeats: bool = True
     # Heartbeats reach the source's heartbeats topic (this flow's reverse heartbeats, or those of an
-    # enabled flow target->source), so the ones this flow copies show it alive.
+    # enabled flow target->source) and the flow copies that topic, so they show it alive.
     heartbeats_through: bool = True
 
     @property
@@ -208,7 +208,9 @@ def flow_settings(
         # emit_heartbeats: false asks for none (MM2 reads that pair's setting the same way).
         reverse_heartbeats=flow.emit_heartbeats
         and (reverse is None or (not reverse.enabled and reverse.emit_heartbeats)),
-        heartbeats_through=flow.emit_heartbeats and (reverse is None or reverse.emit_heartbeats),
+        heartbeats_through=flow.emit_heartbeats
+        and flow.heartbeats_replication
+        and (reverse is None or reverse.emit_heartbeats),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -34,9 +35,10 @@ from confluent_kafka.admin import (
 
 from mirror.errors import KafkaClientError
 from mirror.kafka.acl import TopicAcl
-from mirror.kafka.clients import STALE_LEADER_CODES, error_code, retrying, translate
+from mirror.kafka.clients import COORDINATOR_CODES, STALE_LEADER_CODES, error_code, retrying, translate
 
 TIMEOUT_SECONDS = 30.0
+WRITE_RETRY_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -202,8 +204,9 @@ def _list_offsets(
                 # After a broker restart librdkafka (2.16) keeps sending the leader epoch it cached
                 # before, and ListOffsets does not refresh it: the broker refuses until the client
                 # asks for the topics' metadata again (else only the 5-minute refresh mends it).
-                for topic in {tp.topic for tp in request}:
-                    admin.list_topics(topic=topic, timeout=TIMEOUT_SECONDS)
+                with contextlib.suppress(KafkaException):  # the original error is the one to report
+                    for topic in {tp.topic for tp in request}:
+                        admin.list_topics(topic=topic, timeout=TIMEOUT_SECONDS)
             raise
 
     # Partitions just created or moving have no leader for a moment (NOT_LEADER_FOR_PARTITION).
@@ -256,8 +259,11 @@ def commit_positions(consumer: Consumer, positions: Mapping[Partition, int]) -> 
     offsets = [TopicPartition(topic, partition, offset) for (topic, partition), offset in positions.items()]
     if not offsets:
         return
-    # Committing the same offsets again is harmless, so a moved coordinator is simply asked again.
-    retrying(lambda: consumer.commit(offsets=offsets, asynchronous=False), doing="committing positions")
+    retrying(
+        lambda: consumer.commit(offsets=offsets, asynchronous=False),
+        doing="committing positions",
+        only=COORDINATOR_CODES,
+    )
 
 
 def describe_topic_acls(admin: AdminClient) -> list[TopicAcl] | None:
@@ -375,12 +381,17 @@ def alter_group_offsets(
     request = ConsumerGroupTopicPartitions(
         group, [TopicPartition(topic, partition, offset) for (topic, partition), offset in offsets.items()]
     )
-    # Writing the same offsets twice is harmless, so a coordinator that moved is simply asked again.
+    # Only a coordinator that moved is asked again: the caller decided these offsets while the group
+    # was empty, and any other refusal (a member joined) must reach it, not be retried past.
     answer = retrying(
         lambda: admin.alter_consumer_group_offsets([request], request_timeout=TIMEOUT_SECONDS)[group].result(
             timeout=TIMEOUT_SECONDS
         ),
         doing=f"writing offsets of group {group} on {what}",
+        only=COORDINATOR_CODES,
+        # Group after group in a round: a coordinator still loading fails the round soon, and the
+        # next one tries again, rather than holding every later group's checkpoints back.
+        timeout_seconds=WRITE_RETRY_SECONDS,
     )
     failed = [tp for tp in answer.topic_partitions or [] if tp.error is not None]
     if failed:

@@ -18,6 +18,17 @@ from mirror.errors import (
     NotAuthorizedError,
 )
 
+# A group coordinator that moved or is still loading its log (a broker just started) answers these,
+# without having done anything; librdkafka retries them inside its own group calls but not for
+# committed() or the admin API.
+COORDINATOR_CODES = frozenset(
+    {
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+    }
+)
+
 # Right after a topic is created its leader may not be known everywhere yet.
 _TRANSIENT_CODES = {
     KafkaError.NOT_LEADER_FOR_PARTITION,
@@ -25,12 +36,8 @@ _TRANSIENT_CODES = {
     KafkaError.UNKNOWN_TOPIC_OR_PART,
     KafkaError._UNKNOWN_PARTITION,
     KafkaError._UNKNOWN_TOPIC,
-    # A group coordinator that moved or is still loading its log (a broker just started) answers
-    # these; librdkafka retries them inside its own group calls but not for committed().
-    KafkaError.NOT_COORDINATOR,
-    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-    KafkaError.COORDINATOR_NOT_AVAILABLE,
-    # A leader epoch the client cached before a broker restarted (see refresh_stale_leaders).
+    *COORDINATOR_CODES,
+    # A leader epoch the client cached before a broker restarted (admin._list_offsets refreshes it).
     KafkaError.FENCED_LEADER_EPOCH,
     KafkaError.UNKNOWN_LEADER_EPOCH,
 }
@@ -132,15 +139,29 @@ def _reason(exc: Exception | KafkaError | None) -> str:
 T = TypeVar("T")
 
 
-def retrying(action: Callable[[], T], *, doing: str, timeout_seconds: float = 30.0) -> T:
-    """Run `action`, retrying librdkafka's retriable errors (leader moves, a topic just created)."""
+def retrying(
+    action: Callable[[], T],
+    *,
+    doing: str,
+    timeout_seconds: float = 30.0,
+    only: frozenset[int] | None = None,
+) -> T:
+    """Run `action`, retrying librdkafka's retriable errors (leader moves, a topic just created).
+
+    `only`: retry just these codes. A write decided on what the cluster said a moment ago (a group
+    was empty) must not be retried on a refusal that reflects a new state (a member joined): it
+    passes COORDINATOR_CODES, which the broker answers without having looked at the request.
+    """
     deadline = time.monotonic() + timeout_seconds
     while True:
         try:
             return action()
         except KafkaException as exc:
             error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
-            retriable = error is not None and (error.retriable() or error.code() in _TRANSIENT_CODES)
+            if only is not None:
+                retriable = error is not None and error.code() in only
+            else:
+                retriable = error is not None and (error.retriable() or error.code() in _TRANSIENT_CODES)
             if not retriable or time.monotonic() >= deadline:
                 raise translate(exc, doing) from exc
         except TimeoutError as exc:  # a future's result(timeout=...): the cluster did not answer

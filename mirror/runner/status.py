@@ -131,7 +131,8 @@ def _state(
         return "stopped", "its last owner stopped cleanly"
     if not owner.renewed_ms:  # a mark from mirror before marks carried their time
         return _state_by_heartbeats(settings, heartbeat)
-    renewed = time.time() - owner.renewed_ms / 1000
+    # Ages across two hosts' clocks: a small skew only shifts them; a negative one reads as 0.
+    renewed = max(0.0, time.time() - owner.renewed_ms / 1000)
     if renewed > ALIVE_SECONDS:
         return "down", f"not stopped cleanly, and its owner last renewed its lease {renewed:.0f} s ago"
     return _state_of_live_owner(settings, owner, heartbeat, renewed)
@@ -146,8 +147,9 @@ def _state_of_live_owner(
         return "running", f"{lease}; the flow copies no heartbeats that could show records flowing"
     if heartbeat is not None and heartbeat < ALIVE_SECONDS:
         return "running", f"heartbeats arrive through it (the newest {heartbeat:.0f} s old)"
-    started = time.time() - owner.started_ms / 1000
-    if heartbeat is None and started < ALIVE_SECONDS:
+    started = max(0.0, time.time() - owner.started_ms / 1000)
+    # Heartbeats older than the owner came through a previous run: they say nothing about this one.
+    if started < ALIVE_SECONDS and (heartbeat is None or heartbeat >= started):
         return "starting", f"{lease}; it took the flow {started:.0f} s ago, no heartbeat came through yet"
     return "stalled", (
         f"{lease}, but {_silence(heartbeat)}: records are not flowing; is the source cluster up? "

@@ -13,6 +13,7 @@ A zombie task can therefore never commit a partition another task now owns (KIP-
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Collection
 from dataclasses import replace
@@ -40,6 +41,8 @@ class SourceConnector:
         self.assignment_file = state_dir / "assignment.json"
         self.lease: FlowLease | None = None
         self.published: PublishedAssignment | None = None
+        self._generation_lock = threading.Lock()
+        self._stopping = False
 
     def start(self) -> None:
         """Take the flow from whoever had it, fence their tasks, then publish the first assignment."""
@@ -62,18 +65,24 @@ class SourceConnector:
         """After a topic refresh: a new generation if partitions were added or removed."""
         if self.published is None or self.lease is None:
             return
-        replicated = self._topic_sync.replicated_partitions()
-        if set(replicated) == self.published.assignment.partitions:
-            return
-        generation = self.published.assignment.generation + 1
-        self.lease.update(lambda mark: replace(mark, generation=generation))
-        self._fence([])
-        self._publish(replicated, generation, self.published)
+        replicated = self._topic_sync.replicated_partitions()  # may wait on a source that is away
+        # A refresh still running when shutdown begins must not fence the tasks while they commit
+        # what they hold: the new generation, its fence and its assignment happen before
+        # stop_tasks, or not at all.
+        with self._generation_lock:
+            if self._stopping or set(replicated) == self.published.assignment.partitions:
+                return
+            generation = self.published.assignment.generation + 1
+            self.lease.update(lambda mark: replace(mark, generation=generation))
+            self._fence([])
+            self._publish(replicated, generation, self.published)
 
     def stop_tasks(self) -> None:
         """Tell every copy task to commit what it holds and return (they read the mark twice a second)."""
-        if self.lease is not None:
-            self.lease.update(lambda mark: replace(mark, stopping=True))
+        with self._generation_lock:
+            self._stopping = True
+            if self.lease is not None:
+                self.lease.update(lambda mark: replace(mark, stopping=True))
 
     def _fence(self, legacy: Collection[SourcePartition]) -> None:
         settings = self._settings

@@ -35,6 +35,8 @@ from mirror.spark.ticks import TickSource
 MIN_BATCH_SECONDS = 10.0
 # How often a micro-batch waiting for its next round looks for the stop file.
 STOP_CHECK_SECONDS = 0.2
+# How long a round running when the stop file appears may go on before it is abandoned.
+ROUND_STOP_GRACE_SECONDS = 10.0
 
 RoundHandler = Callable[[FlowSettings, list[dict[str, Any]]], None]
 # A connector's round, on an executor: the flow's settings -> the round's rows (dataclasses).
@@ -94,12 +96,14 @@ def run_rounds(
 
 
 def _round_unless_stopping(round_: Round, settings: FlowSettings, stop_file: Path) -> list[Any] | None:
-    """The round's rows; None if the stop file appears while the round still runs.
+    """The round's rows; None if it still runs ROUND_STOP_GRACE_SECONDS after the stop file appeared.
 
-    A round blocked on a cluster that is down (each of its calls waits up to 30 s) must not hold up
-    shutdown, and Spark stopping the query mid-batch instead interrupts the driver's foreachBatch,
-    which ends in a JVM stack overflow on stderr. Abandoned, the round's thread dies with the worker;
-    what it would have written (checkpoints, heartbeats, in a transaction) the next run writes.
+    A healthy round ends within a second and is left to finish. One blocked on a cluster that is
+    down (each of its calls waits up to 30 s) must not hold up shutdown; and Spark stopping the
+    query mid-batch instead interrupts the driver's foreachBatch, which ends in a JVM stack overflow
+    on stderr. The abandoned round's thread stays behind in the Python worker until Spark stops it;
+    a transaction it left open (checkpoints, heartbeats) is aborted by the next run's fence or by
+    its timeout, and that run writes what it would have.
     """
     rows: list[Any] = []
     failure: list[BaseException] = []
@@ -112,9 +116,15 @@ def _round_unless_stopping(round_: Round, settings: FlowSettings, stop_file: Pat
 
     thread = threading.Thread(target=run, name="mirror-round", daemon=True)
     thread.start()
+    stopping_since: float | None = None
     while thread.is_alive():
         thread.join(STOP_CHECK_SECONDS)
-        if thread.is_alive() and stop_file.exists():
+        if stopping_since is None and stop_file.exists():
+            stopping_since = time.monotonic()
+        stopped_waiting = (
+            stopping_since is not None and time.monotonic() - stopping_since >= ROUND_STOP_GRACE_SECONDS
+        )
+        if thread.is_alive() and stopped_waiting:
             return None
     if failure:
         raise failure[0]

@@ -3,7 +3,8 @@
 It drives the checkpoint and heartbeat queries: the trigger interval sets the pace, and each
 batch's one task does a round of work on an executor. Ticks carry no data; the components' real
 positions are in Kafka. A stop file makes it plan nothing, as the source does, so a stopping run
-never cuts a round off mid-transaction.
+starts no round; one already running finishes, unless a cluster keeps it waiting past a grace
+(mirror.spark.rounds).
 """
 
 from __future__ import annotations

@@ -136,6 +136,22 @@ def _logged_more(reader: GroupReader, than: int) -> None:
     assert len(reader.log) > than
 
 
+def _has_read(reader: GroupReader, numbers: set[int]) -> None:
+    missing = numbers - set(reader.numbers())
+    assert not missing, f"{len(missing)} not read yet, e.g. {sorted(missing)[:5]}"
+
+
+def _committed_at(reader: GroupReader, cluster: str, reads: int) -> dict[tuple[str, int], int]:
+    """Per topic partition, the position the group had committed on `cluster` once it had committed
+    its first `reads` log entries (GroupReader.committed_reads at that moment)."""
+    position: dict[tuple[str, int], int] = {}
+    for read in reader.log[:reads]:
+        if read.cluster == cluster:
+            where = (read.topic, read.partition)
+            position[where] = max(position.get(where, 0), read.offset + 1)
+    return position
+
+
 def _read_at_least(reader: GroupReader, records: int) -> None:
     assert len(set(reader.numbers())) >= records
 
@@ -291,7 +307,7 @@ def test_failover_and_failback_lose_nothing_acknowledged_and_reread_only_past_th
         back_on_a = len(producer.acked)
         assert_eventually(lambda: _wrote_more(producer, back_on_a + 300), timeout=60)
         producer.stop()
-        assert_eventually(lambda: _read_at_least(reader, len(set(producer.acked))), timeout=60, interval=0.5)
+        assert_eventually(lambda: _has_read(reader, set(producer.acked)), timeout=60, interval=0.5)
         reader.stop()
     finally:
         stop_background(tmp_path)
@@ -327,7 +343,10 @@ def test_failover_and_failback_lose_nothing_acknowledged_and_reread_only_past_th
     read_before = set(reader.numbers(0, marks["failback"]))
     after = [read for read in reader.log[marks["failback"] :] if read.number in read_before]
     assert [read for read in after if read.topic != topic] == [], "B.transfers was read again on A"
-    assert len(after) <= marks["acknowledged by A"] - marks["committed on A"], "re-read before A's commit"
+    # ... and nothing before the position it had committed on A when A failed.
+    committed_on_a = _committed_at(reader, "A", marks["committed on A"])
+    early = [read for read in after if read.offset < committed_on_a.get((read.topic, read.partition), 0)]
+    assert early == [], f"re-read on A before the group's commit there: {early[:5]}"
     measured = (
         f"failover and failback: {len(acknowledged)} acknowledged, {len(reader.log)} read; at the failure "
         f"{marks['failure']} read on A, {marks['failure'] - marks['committed on A']} of them not committed; "
@@ -431,9 +450,7 @@ def test_active_active_rides_out_one_side_lost_and_every_record_reaches_both_sid
             producer.stop()
         acknowledged = set(producers["A"].acked) | set(producers["B"].acked)
         for reader in readers.values():
-            assert_eventually(
-                lambda r=reader: _read_at_least(r, len(acknowledged)), timeout=120, interval=0.5
-            )
+            assert_eventually(lambda r=reader: _has_read(r, acknowledged), timeout=120, interval=0.5)
             reader.stop()
     finally:
         stop_background(tmp_path)
@@ -449,6 +466,13 @@ def test_active_active_rides_out_one_side_lost_and_every_record_reaches_both_sid
     again = [n for n in readers["B"].numbers(marks["read on B"]) if n in before_failure]
     not_committed = marks["read on B"] - marks["committed on B"]
     assert len(again) <= not_committed, f"B's group re-read {len(again)}, had {not_committed} uncommitted"
+    committed_on_b = _committed_at(readers["B"], "B", marks["committed on B"])
+    early = [
+        read
+        for read in readers["B"].log[marks["read on B"] :]
+        if read.number in before_failure and read.offset < committed_on_b.get((read.topic, read.partition), 0)
+    ]
+    assert early == [], f"B's group re-read records it had committed: {early[:5]}"
     for cluster in (a, b):
         names = AdminClient(cluster.properties()).list_topics(timeout=30).topics
         assert not [name for name in names if name.startswith(("A.B.", "B.A."))], (

@@ -8,16 +8,18 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from mirror.errors import KafkaClientError
-from mirror.kafka.clients import retrying
+from mirror.kafka.clients import COORDINATOR_CODES, retrying
 
 
-def _failing_then(code: int, failures: int) -> tuple[list[int], Callable[[], str]]:
+def _failing_then(
+    code: int, failures: int, *, retriable: bool = False
+) -> tuple[list[int], Callable[[], str]]:
     calls: list[int] = []
 
     def action() -> str:
         calls.append(1)
         if len(calls) <= failures:
-            raise KafkaException(KafkaError(code))
+            raise KafkaException(KafkaError(code, retriable=retriable))
         return "answered"
 
     return calls, action
@@ -58,3 +60,15 @@ def test_a_future_that_times_out_ends_with_one_line_naming_what_was_being_done()
 
     with pytest.raises(KafkaClientError, match=r"^listing partition offsets: no answer in time; check "):
         retrying(action, doing="listing partition offsets")
+
+
+def test_a_write_retries_only_the_codes_it_names() -> None:
+    # A refusal that reflects a new state of the group (a member joined) reaches the caller at once.
+    calls, action = _failing_then(KafkaError.REBALANCE_IN_PROGRESS, failures=2, retriable=True)
+    assert retrying(action, doing="reading offsets") == "answered"  # a read may ask again
+    calls, action = _failing_then(KafkaError.REBALANCE_IN_PROGRESS, failures=1_000, retriable=True)
+    with pytest.raises(KafkaClientError):
+        retrying(action, doing="writing offsets", only=COORDINATOR_CODES)
+    assert len(calls) == 1
+    calls, action = _failing_then(KafkaError.NOT_COORDINATOR, failures=2)
+    assert retrying(action, doing="writing offsets", only=COORDINATOR_CODES) == "answered"

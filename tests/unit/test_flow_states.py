@@ -59,3 +59,17 @@ def test_a_clean_stop_and_a_mark_from_an_older_mirror() -> None:
     old = FlowMark("i", 1, 1)  # no times: heartbeats alone decide, as before
     assert _state(ONE_WAY, old, None, has_positions=True)[0] == "down"
     assert _state(ONE_WAY, old, 3.0, has_positions=True)[0] == "running"
+
+
+def test_a_restarted_flow_is_starting_while_only_the_previous_runs_heartbeats_are_there() -> None:
+    # Restarted 10 minutes after its last run: the newest heartbeat predates the new owner.
+    state, _ = _state(ONE_WAY, _owner(20, 1), 600.0, has_positions=True)
+    assert state == "starting"
+    assert _state(ONE_WAY, _owner(20, 1), 3.0, has_positions=True)[0] == "running"
+
+
+def test_a_flow_that_does_not_copy_heartbeats_is_judged_by_its_lease_alone() -> None:
+    quiet = _settings({"A->B": {"heartbeats_replication": False}})
+    assert not quiet.heartbeats_through
+    assert _state(quiet, _owner(600, 1), None, has_positions=True)[0] == "running"
+    assert _state(quiet, _owner(600, 300), None, has_positions=True)[0] == "down"

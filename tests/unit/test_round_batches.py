@@ -52,6 +52,7 @@ def test_a_round_blocked_on_a_cluster_is_abandoned_once_the_stop_file_appears(
 ) -> None:
     # A round waiting on a cluster that is down must not hold up shutdown for its client timeouts.
     monkeypatch.setattr(FlowSettings, "from_json", classmethod(lambda cls, text: None))
+    monkeypatch.setattr(rounds, "ROUND_STOP_GRACE_SECONDS", 0.5)
     stop_file = tmp_path / "stop"
     release, returned = threading.Event(), threading.Event()
 
@@ -65,6 +66,24 @@ def test_a_round_blocked_on_a_cluster_is_abandoned_once_the_stop_file_appears(
     out = list(run_rounds(round_, Row, "{}", Schedule(3, 0.05, str(stop_file)), iter([tick])))
     assert out == [] and not returned.is_set(), "the batch ended while its round still waited"
     release.set()
+
+
+def test_a_round_running_when_the_stop_file_appears_finishes_within_the_grace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A healthy round is not cut off mid-transaction by a stop.
+    monkeypatch.setattr(FlowSettings, "from_json", classmethod(lambda cls, text: None))
+    monkeypatch.setattr(rounds, "ROUND_STOP_GRACE_SECONDS", 30.0)
+    stop_file = tmp_path / "stop"
+
+    def round_(_settings: object) -> list[Row]:
+        stop_file.touch()
+        time.sleep(0.5)  # several stop checks pass while it runs
+        return [Row(1)]
+
+    tick = pa.RecordBatch.from_pylist([{"tick": 0}])
+    out = list(run_rounds(round_, Row, "{}", Schedule(3, 0.05, str(stop_file)), iter([tick])))
+    assert [batch.to_pylist() for batch in out] == [[{"n": 1}]]
 
 
 def test_a_round_that_fails_fails_the_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
