@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install setup jars demo test test-unit reliability bench bench-quick lint format dashboards dashboard-picture clean
+.PHONY: install setup jars schemas demo test test-unit reliability bench bench-quick lint format dashboards dashboard-picture docker-constraints clean
 
 $(BIN)/mirror: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,12 +14,19 @@ $(BIN)/mirror: pyproject.toml
 ## install: a virtualenv with mirror and its dev tools
 install: $(BIN)/mirror
 
-## setup: a virtualenv with mirror and its dev tools, plus the Apache Kafka jars
-setup: $(BIN)/mirror jars
+## setup: a virtualenv with mirror and its dev tools, plus the Apache Kafka jars and the schemas
+setup: $(BIN)/mirror jars schemas
 
 ## jars: resolve the Apache Kafka jars from Maven Central into ~/.cache/mirror
 jars: $(BIN)/mirror
 	$(BIN)/mirror local jars
+
+COMPOSE_SPEC_DIR := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/mirror/compose-spec
+
+## schemas: the Compose specification's JSON schema, as docker-compose 1.29.2 ships it (tests/unit/test_deployment_files.py)
+schemas: $(BIN)/mirror
+	@ls $(COMPOSE_SPEC_DIR)/docker_compose-1.29.2-*.whl >/dev/null 2>&1 || \
+		$(BIN)/pip download --quiet --no-deps --dest $(COMPOSE_SPEC_DIR) docker-compose==1.29.2
 
 ## demo: start local clusters A and B, write sample orders into A, replicate A->B until Ctrl-C
 demo: setup
@@ -32,7 +39,7 @@ test: setup
 	$(BIN)/python -m pytest
 
 ## test-unit: pure-Python tests only, seconds
-test-unit: $(BIN)/mirror
+test-unit: $(BIN)/mirror schemas
 	$(BIN)/python -m pytest tests/unit
 
 ## reliability: the fault, bad-input and security suite alone; rewrites docs/reliability.md (~15 min)
@@ -64,6 +71,10 @@ lint: $(BIN)/mirror
 	$(BIN)/ruff check mirror tests bench dashboards
 	$(BIN)/ruff format --check mirror tests bench dashboards
 	$(BIN)/mypy mirror bench
+
+## docker-constraints: pin the image's dependencies to the versions installed (and tested) here
+docker-constraints: $(BIN)/mirror
+	$(BIN)/python docker/freeze_constraints.py > docker/constraints.txt
 
 format: $(BIN)/mirror
 	$(BIN)/ruff format mirror tests bench dashboards

@@ -58,15 +58,20 @@ def write_config(
 class MirrorRun:
     """One `mirror run` process; its output goes to a log file the test can show on failure."""
 
-    def __init__(self, config: Path, log: Path) -> None:
+    def __init__(self, config: Path, log: Path, *, build: Path | None = None) -> None:
+        """`build`: a directory holding another build's `mirror` package to run instead of this
+        checkout's (its Spark workers import it too: they inherit PYTHONPATH)."""
         self.log = log
         handle = log.open("ab")
+        env = {**os.environ, "PYTHONPATH": str(build)} if build is not None else None
         self.process = subprocess.Popen(
             [sys.executable, "-m", "mirror", "run", str(config)],
             stdout=handle,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            env=env,
+            cwd=build,
         )
         handle.close()
 

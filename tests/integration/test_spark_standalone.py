@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyspark
@@ -16,8 +20,16 @@ from confluent_kafka import Producer
 from mirror.local.broker import free_port
 from tests.helpers import assert_eventually, create_topic, unique_name
 from tests.kafka_backends import KafkaCluster
-from tests.mirror_process import replicate_until_caught_up, write_config
+from tests.mirror_process import (
+    MirrorRun,
+    replicate_until_caught_up,
+    wait_until_caught_up,
+    wait_until_copying,
+    write_config,
+)
 from tests.records import assert_same_records, read_topic
+from tests.reliability.traffic import Traffic, compare_topics, process_tree
+from tests.seeding import produce_mixed
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -34,13 +46,38 @@ def _spark_env() -> dict[str, str]:
     }
 
 
-@pytest.fixture
-def standalone_master(tmp_path: Path) -> Iterator[str]:
+@dataclass
+class Standalone:
+    master: str
+    workers: list[subprocess.Popen[bytes]]
+    directory: Path
+
+    def busiest_worker(self, seconds: float = 3.0) -> int:
+        """The worker whose process tree (worker, executor, Python workers) used the most CPU over
+        `seconds`: the one running copy tasks, which consume and produce without a pause."""
+        before = [_cpu_ticks(worker.pid) for worker in self.workers]
+        time.sleep(seconds)
+        used = [_cpu_ticks(worker.pid) - start for worker, start in zip(self.workers, before, strict=True)]
+        return used.index(max(used))
+
+    def kill_worker(self, index: int) -> None:
+        """SIGKILL a worker and everything under it (its executor): the machine is gone."""
+        for pid in reversed(process_tree(self.workers[index].pid)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self.workers[index].wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
+    """A master and two workers of 3 cores each: either worker alone can host a flow's copy task
+    and its two rounds, so the flow can go on when the other one dies."""
+    directory = tmp_path_factory.mktemp("spark-standalone")
     port = free_port()
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
     env = _spark_env()
     processes = []
-    with (tmp_path / "spark-cluster.log").open("wb") as log:
+    with (directory / "spark-cluster.log").open("wb") as log:
         processes.append(
             subprocess.Popen(
                 [
@@ -67,13 +104,13 @@ def standalone_master(tmp_path: Path) -> Iterator[str]:
                         "--host",
                         "127.0.0.1",
                         "--cores",
-                        "1",
+                        "3",
                         "--memory",
                         "1g",
                         "--webui-port",
                         str(free_port()),
                         "--work-dir",
-                        str(tmp_path / f"worker-{worker}"),
+                        str(directory / f"worker-{worker}"),
                         f"spark://127.0.0.1:{port}",
                     ],
                     env=env,
@@ -82,16 +119,38 @@ def standalone_master(tmp_path: Path) -> Iterator[str]:
                 )
             )
     try:
-        assert_eventually(lambda: _two_workers_registered(tmp_path / "spark-cluster.log"), timeout=90)
-        yield f"spark://127.0.0.1:{port}"
+        assert_eventually(lambda: _two_workers_registered(directory / "spark-cluster.log"), timeout=90)
+        yield Standalone(f"spark://127.0.0.1:{port}", processes[1:], directory)
     finally:
         for process in processes:
-            process.terminate()
+            if process.poll() is None:
+                process.terminate()
         for process in processes:
             try:
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 process.kill()
+
+
+def _cpu_ticks(root: int) -> int:
+    total = 0
+    for pid in process_tree(root):
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime + stime
+    return total
+
+
+def _on_cluster(config: Path, master: str) -> None:
+    document = yaml.safe_load(config.read_text())
+    document["spark"]["master"] = master
+    document["spark"]["conf"] = {
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.executor.memory": "768m",
+        "spark.executor.cores": "3",
+    }
+    config.write_text(yaml.safe_dump(document), encoding="utf-8")
 
 
 def _two_workers_registered(log: Path) -> None:
@@ -103,7 +162,7 @@ def test_replicates_through_a_standalone_spark_cluster(
     target_cluster: KafkaCluster,
     tmp_path: Path,
     request: pytest.FixtureRequest,
-    standalone_master: str,
+    standalone: Standalone,
 ) -> None:
     topic = unique_name(request, "standalone-")
     create_topic(source_cluster.bootstrap_servers, topic, partitions=4)
@@ -113,21 +172,43 @@ def test_replicates_through_a_standalone_spark_cluster(
     assert producer.flush(30) == 0
 
     config = write_config(tmp_path, source_cluster, target_cluster, [topic])
-    document = yaml.safe_load(config.read_text())
-    document["spark"]["master"] = standalone_master
-    document["spark"]["conf"] = {
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
-        "spark.executor.memory": "768m",
-        "spark.executor.cores": "1",
-    }
-    config.write_text(yaml.safe_dump(document), encoding="utf-8")
-
+    _on_cluster(config, standalone.master)
     replicate_until_caught_up(config, tmp_path / "run.log", source_cluster, target_cluster, [topic])
     assert_same_records(
         read_topic(source_cluster.bootstrap_servers, topic),
         read_topic(target_cluster.bootstrap_servers, f"A.{topic}"),
     )
     # The work ran in the workers' executors, not in an embedded local[*] driver.
-    executor_logs = list(tmp_path.glob("worker-*/app-*/*/stderr"))
+    executor_logs = list(standalone.directory.glob("worker-*/app-*/*/stderr"))
     assert executor_logs, "no executor ran on the standalone workers"
+
+
+def test_a_worker_killed_mid_copy_and_the_flow_goes_on_exactly_on_the_other(
+    source_cluster: KafkaCluster,
+    target_cluster: KafkaCluster,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    standalone: Standalone,
+) -> None:
+    topic = unique_name(request, "standalone-kill-")
+    create_topic(source_cluster.bootstrap_servers, topic, partitions=6, config={"retention.ms": "-1"})
+    produce_mixed(source_cluster, topic, 6000, 6, seed=23, aborted_every=4)
+    traffic = Traffic(source_cluster, {topic: 6}, per_second=500).start()
+    config = write_config(tmp_path, source_cluster, target_cluster, [topic], tasks_max=2)
+    _on_cluster(config, standalone.master)
+    run = MirrorRun(config, tmp_path / "run.log")
+    try:
+        wait_until_copying(source_cluster, target_cluster, [topic], run, more=3000, timeout=180)
+        # Kill the worker whose executor is copying: the one whose processes burn the most CPU.
+        standalone.kill_worker(standalone.busiest_worker())
+        # The flow goes on: more records are copied after the kill, by the surviving worker.
+        wait_until_copying(source_cluster, target_cluster, [topic], run, more=2000, timeout=240)
+        produced = traffic.stop()
+        wait_until_caught_up(source_cluster, target_cluster, [topic], run, timeout=300)
+        assert run.stop() == 0, run.output()[-3000:]
+    finally:
+        traffic.stop()
+        run.cleanup()
+    comparison = compare_topics(source_cluster, target_cluster, [topic])
+    assert comparison.exact, comparison
+    assert comparison.checked == 6000 + produced

@@ -3,9 +3,11 @@ a record the flow skipped, a record whose header changed; and a clean copy verif
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import urllib.request
+import uuid
 from pathlib import Path
 
 import pytest
@@ -153,22 +155,35 @@ def _metric(port: int, name: str, **labels: str) -> float | None:
 def test_a_running_flow_verifies_itself_and_reports_a_record_written_into_its_copy(
     source_cluster: KafkaCluster, target_cluster: KafkaCluster, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
+    # Aliases of its own: the flow copies the source's heartbeats topic too, and `A.heartbeats` on the
+    # shared target also holds what other tests' runs copied there (real MM2's included, which reads
+    # read_uncommitted by default and so copies aborted records: verify would rightly report them).
+    tag = uuid.uuid4().hex[:4]
+    source = dataclasses.replace(source_cluster, alias=f"S{tag}")
+    target = dataclasses.replace(target_cluster, alias=f"T{tag}")
     topic = unique_name(request, "verifying-")
-    create_topic(source_cluster.bootstrap_servers, topic, partitions=2)
-    _produce(source_cluster, topic, 0, 0, 200)
-    config = write_config(tmp_path, source_cluster, target_cluster, [topic], verify_interval_seconds=2)
+    create_topic(source.bootstrap_servers, topic, partitions=2)
+    _produce(source, topic, 0, 0, 200)
+    config = write_config(tmp_path, source, target, [topic], verify_interval_seconds=2)
     port = int(yaml.safe_load(config.read_text())["metrics"]["port"])
-    flow = "A->B"
+    flow = f"{source.alias}->{target.alias}"
     run = MirrorRun(config, tmp_path / "run.log")
     try:
-        wait_until_caught_up(source_cluster, target_cluster, [topic], run)
+        wait_until_caught_up(
+            source,
+            target,
+            [topic],
+            run,
+            remote_prefix=f"{source.alias}.",
+            group_flow=f"{source.alias}-{target.alias}",
+        )
         # Clean first: a verification after the copy caught up compares every record, finds nothing.
         assert_eventually(lambda: _assert_verified(port, flow, at_least=200), timeout=60)
         assert _metric(port, "mirror_verify_mismatched_records", flow=flow, kind="extra") == 0
-        intruder = Producer(target_cluster.properties())
-        intruder.produce(f"A.{topic}", value=b"not from the source", partition=0)
+        intruder = Producer(target.properties())
+        intruder.produce(f"{source.alias}.{topic}", value=b"not from the source", partition=0)
         assert intruder.flush(30) == 0
-        _produce(source_cluster, topic, 0, 200, 50)  # copied after the intruder: it sits between copies
+        _produce(source, topic, 0, 200, 50)  # copied after the intruder: it sits between copies
         assert_eventually(lambda: _assert_mismatch(port, flow, "extra"), timeout=60)
         assert (
             "differs from its copy: 0 missing, 1 extra, 0 changed, the first at source offset 200"
