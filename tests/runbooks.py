@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
 from tests.kafka_backends import KafkaCluster
 from tests.reliability.traffic import process_tree
 
+_REBALANCED = {KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS}
 _STEP = re.compile(r"^```sh\n(?P<code>.*?)^```$|<!-- runbook: (?P<hook>[^>]*?) -->", re.MULTILINE | re.DOTALL)
 VENV_BIN = Path(sys.executable).parent
 
@@ -243,7 +244,14 @@ class GroupReader:
                 for m in batch:
                     self.log.append(Read(cluster.alias, m.topic(), m.partition(), m.offset(), int(m.value())))
                 if batch:
-                    consumer.commit(asynchronous=False)
+                    try:
+                        consumer.commit(asynchronous=False)
+                    except KafkaException as exc:
+                        # The group rebalanced under it (a member that died with its cluster timed
+                        # out): as any application, it goes on and reads again what was not committed.
+                        if exc.args[0].code() not in _REBALANCED:
+                            raise
+                        continue
                     self.committed_reads = len(self.log)
         except Exception as exc:  # noqa: BLE001 - reported by stop(), in the test's thread
             self._failed.append(repr(exc))

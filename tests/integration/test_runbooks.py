@@ -463,7 +463,7 @@ def test_active_active_rides_out_one_side_lost_and_every_record_reaches_both_sid
         assert reader.out_of_order() == [], f"the group on {side} read a partition out of order"
     assert readers["A"].read_twice() == [], "the group on A, whose cluster never failed, read records twice"
     before_failure = set(readers["B"].numbers(0, marks["read on B"]))
-    again = [n for n in readers["B"].numbers(marks["read on B"]) if n in before_failure]
+    again = {n for n in readers["B"].numbers(marks["read on B"]) if n in before_failure}
     not_committed = marks["read on B"] - marks["committed on B"]
     assert len(again) <= not_committed, f"B's group re-read {len(again)}, had {not_committed} uncommitted"
     committed_on_b = _committed_at(readers["B"], "B", marks["committed on B"])
