@@ -10,7 +10,7 @@ import re
 from importlib.metadata import PackageNotFoundError, distribution
 
 HEADER = """\
-# The exact versions the image installs: mirror's runtime dependencies as CI tested them.
+# The exact versions the image installs: mirror's runtime dependencies as tested when frozen.
 # tests/unit/test_deployment_files.py checks that they cover every runtime dependency and fit
 # pyproject.toml's ranges; regenerate with `make docker-constraints` after changing those."""
 
