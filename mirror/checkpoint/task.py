@@ -28,15 +28,15 @@ from mirror.checkpoint.checkpoints import CheckpointStore, plan_group_sync
 from mirror.checkpoint.sync_store import OffsetSyncStore
 from mirror.config.flow_settings import FlowSettings
 from mirror.errors import KafkaClientError, MirrorError, ProducerFencedError, WireFormatError
-from mirror.kafka.admin import (
+from mirror.kafka.admin import last_stable_offsets
+from mirror.kafka.clients import admin_client
+from mirror.kafka.group_admin import (
     CommittedOffset,
     alter_group_offsets,
     group_offsets,
     groups_with_members,
-    last_stable_offsets,
     list_group_ids,
 )
-from mirror.kafka.clients import admin_client
 from mirror.kafka.source_offsets import FIXED_OFFSET, encode_checkpoint_key, encode_value
 from mirror.kafka.tail import PartitionTail
 from mirror.kafka.transactions import (

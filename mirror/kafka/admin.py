@@ -8,8 +8,6 @@ from dataclasses import dataclass
 
 from confluent_kafka import (
     Consumer,
-    ConsumerGroupState,
-    ConsumerGroupTopicPartitions,
     IsolationLevel,
     KafkaError,
     KafkaException,
@@ -25,7 +23,6 @@ from confluent_kafka.admin import (
     ConfigEntry,
     ConfigResource,
     ConfigSource,
-    ConsumerGroupDescription,
     NewPartitions,
     NewTopic,
     OffsetSpec,
@@ -38,7 +35,6 @@ from mirror.kafka.acl import TopicAcl
 from mirror.kafka.clients import COORDINATOR_CODES, STALE_LEADER_CODES, error_code, retrying, translate
 
 TIMEOUT_SECONDS = 30.0
-WRITE_RETRY_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -312,90 +308,3 @@ def create_topic_acls(admin: AdminClient, acls: Iterable[TopicAcl]) -> None:
             future.result(timeout=TIMEOUT_SECONDS)
     except KafkaException as exc:
         raise translate(exc, "creating topic ACLs") from exc
-
-
-@dataclass(frozen=True)
-class CommittedOffset:
-    offset: int
-    metadata: str
-
-
-def list_group_ids(admin: AdminClient, *, what: str) -> list[str]:
-    """Every consumer group the cluster knows, sorted."""
-    result = retrying(
-        lambda: admin.list_consumer_groups(request_timeout=TIMEOUT_SECONDS).result(timeout=TIMEOUT_SECONDS),
-        doing=f"listing consumer groups of {what}",
-    )
-    return sorted(listing.group_id for listing in result.valid or [])
-
-
-def group_offsets(
-    admin: AdminClient, groups: Iterable[str], *, what: str
-) -> dict[str, dict[Partition, CommittedOffset]]:
-    """Committed offsets per group (the API takes one group per request, so they go out together)."""
-    groups = list(groups)
-
-    def ask() -> dict[str, ConsumerGroupTopicPartitions]:
-        futures = {
-            group: admin.list_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(group)], request_timeout=TIMEOUT_SECONDS
-            )[group]
-            for group in groups
-        }
-        return {group: future.result(timeout=TIMEOUT_SECONDS) for group, future in futures.items()}
-
-    answers = retrying(ask, doing=f"listing consumer group offsets on {what}")
-    return {
-        group: {
-            (tp.topic, tp.partition): CommittedOffset(tp.offset, tp.metadata or "")
-            for tp in answer.topic_partitions or []
-            if tp.error is None and tp.offset >= 0
-        }
-        for group, answer in answers.items()
-    }
-
-
-def groups_with_members(admin: AdminClient, groups: Iterable[str], *, what: str) -> set[str]:
-    """The groups among `groups` that have members right now (or are rebalancing)."""
-    groups = list(groups)
-    if not groups:
-        return set()
-
-    def ask() -> dict[str, ConsumerGroupDescription]:
-        futures = admin.describe_consumer_groups(groups, request_timeout=TIMEOUT_SECONDS)
-        return {group: future.result(timeout=TIMEOUT_SECONDS) for group, future in futures.items()}
-
-    descriptions = retrying(ask, doing=f"describing consumer groups on {what}")
-    idle = {ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD}
-    return {
-        group
-        for group, description in descriptions.items()
-        if description.members or description.state not in idle
-    }
-
-
-def alter_group_offsets(
-    admin: AdminClient, group: str, offsets: Mapping[Partition, int], *, what: str
-) -> None:
-    """Write `offsets` into `group`; the broker refuses (KafkaClientError) if the group has members."""
-    request = ConsumerGroupTopicPartitions(
-        group, [TopicPartition(topic, partition, offset) for (topic, partition), offset in offsets.items()]
-    )
-    # Only a coordinator that moved is asked again: the caller decided these offsets while the group
-    # was empty, and any other refusal (a member joined) must reach it, not be retried past.
-    answer = retrying(
-        lambda: admin.alter_consumer_group_offsets([request], request_timeout=TIMEOUT_SECONDS)[group].result(
-            timeout=TIMEOUT_SECONDS
-        ),
-        doing=f"writing offsets of group {group} on {what}",
-        only=COORDINATOR_CODES,
-        # Group after group in a round: a coordinator still loading fails the round soon, and the
-        # next one tries again, rather than holding every later group's checkpoints back.
-        timeout_seconds=WRITE_RETRY_SECONDS,
-    )
-    failed = [tp for tp in answer.topic_partitions or [] if tp.error is not None]
-    if failed:
-        raise KafkaClientError(
-            f"writing offsets of group {group} on {what}: {failed[0].topic}-{failed[0].partition}: "
-            f"{failed[0].error.str()}"
-        )

@@ -8,8 +8,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from mirror.config.flow_settings import FlowSettings
-from mirror.kafka.admin import alter_group_offsets, group_offsets, groups_with_members
 from mirror.kafka.clients import admin_client
+from mirror.kafka.group_admin import alter_group_offsets, group_offsets, groups_with_members
 from mirror.migrate.translate import Translation, translate_groups
 
 Partition = tuple[str, int]

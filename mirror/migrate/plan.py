@@ -10,14 +10,9 @@ import re
 from dataclasses import dataclass, field
 
 from mirror.config.flow_settings import FlowSettings
-from mirror.kafka.admin import (
-    describe_topic_acls,
-    group_offsets,
-    groups_with_members,
-    list_group_ids,
-    list_topics,
-)
+from mirror.kafka.admin import describe_topic_acls, list_topics
 from mirror.kafka.clients import admin_client
+from mirror.kafka.group_admin import group_offsets, groups_with_members, list_group_ids
 from mirror.source.offsets_admin import list_positions, positions_and_landings
 from mirror.topics.sync import TopicSync
 

@@ -23,7 +23,7 @@ from mirror.checkpoint.checkpoints import CheckpointStore, plan_group_sync
 from mirror.checkpoint.task import CheckpointRow, _FlowState, _translate
 from mirror.config.flow_settings import FlowSettings
 from mirror.errors import NotAuthorizedError
-from mirror.kafka.admin import CommittedOffset, group_offsets
+from mirror.kafka.group_admin import CommittedOffset, group_offsets
 from mirror.kafka.tail import PartitionTail, TailRecord
 from mirror.kafka.wire import Checkpoint, OffsetSync
 
