@@ -118,14 +118,7 @@ class Flow:
         return self.metric("mirror_group_offset_syncs_total", outcome="active")
 
     def wait_until_copied(self, topic: str) -> None:
-        wait_until_caught_up(
-            self.source,
-            self.target,
-            [topic],
-            self.run,
-            remote_prefix=f"{self.source.alias}.",
-            group_flow=f"{self.source.alias}-{self.target.alias}",
-        )
+        wait_until_caught_up(self.source, self.target, [topic], self.run)
 
     def wait_until_synced(self, group: str, topic: str, upstream: int, partition: int = 0) -> int:
         """Wait until B's `group` holds the checkpoint of upstream offset `upstream`; returns it."""

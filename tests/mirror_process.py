@@ -175,10 +175,14 @@ def wait_until_caught_up(
     topics: list[str],
     run: MirrorRun,
     *,
-    remote_prefix: str = "A.",
-    group_flow: str = "A-B",
+    remote_prefix: str | None = None,
+    group_flow: str | None = None,
     timeout: float = 300,
 ) -> None:
+    """Wait until the flow source->target has committed every partition of `topics` to its end;
+    remote topics are `<source alias>.<topic>` unless `remote_prefix` says otherwise."""
+    remote_prefix = f"{source.alias}." if remote_prefix is None else remote_prefix
+    group_flow = group_flow or f"{source.alias}-{target.alias}"
     ends = source_ends(source, topics)
     remote = {(t, p): (f"{remote_prefix}{t}", p) for t, p in ends}
 

@@ -38,14 +38,7 @@ class ActiveActive:
     run: MirrorRun
 
     def wait_until_copied(self, source: KafkaCluster, target: KafkaCluster, topics: list[str]) -> None:
-        wait_until_caught_up(
-            source,
-            target,
-            topics,
-            self.run,
-            remote_prefix=f"{source.alias}.",
-            group_flow=f"{source.alias}-{target.alias}",
-        )
+        wait_until_caught_up(source, target, topics, self.run)
 
     def wait_until_synced(self, source: KafkaCluster, target: KafkaCluster, group: str, topic: str) -> int:
         """Wait until `target`'s `group` holds the translated position of its `topic` on `source`

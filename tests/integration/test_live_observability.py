@@ -99,8 +99,7 @@ def live(
     # deleted before any run copied them: the second run finds them gone.
     first = MirrorRun(config, directory / "first.log")
     try:
-        wait_until_caught_up(source, target, [truncated], first, remote_prefix=f"{source.alias}.",
-                             group_flow=f"{source.alias}-{target.alias}")  # fmt: skip
+        wait_until_caught_up(source, target, [truncated], first)
         assert first.stop() == 0, first.output()[-3000:]
     finally:
         first.cleanup()

@@ -354,7 +354,12 @@ def test_failover_and_failback_lose_nothing_acknowledged_and_reread_only_past_th
         f"({past_checkpoint} past the group's newest checkpoint, {translation_gap} between a checkpoint and "
         f"its offset sync); read again on A's transfers after the failback: {len(after)}\n"
     )
-    (tmp_path / "measured.txt").write_text(measured, encoding="utf-8")
+    _report(tmp_path, measured)
+
+
+def _report(work: Path, measured: str) -> None:
+    """What a runbook's test measured: beside its files, and on stdout for `pytest -s`."""
+    (work / "measured.txt").write_text(measured, encoding="utf-8")
     sys.stdout.write(measured)
 
 
@@ -486,5 +491,4 @@ def test_active_active_rides_out_one_side_lost_and_every_record_reaches_both_sid
         f"{len(again)}; "
         f"{' | '.join(verified)}\n"
     )
-    (tmp_path / "measured.txt").write_text(measured, encoding="utf-8")
-    sys.stdout.write(measured)
+    _report(tmp_path, measured)

@@ -50,14 +50,7 @@ def test_status_follows_a_flow_from_running_to_stopped_with_lag_groups_and_heart
     )
     run = MirrorRun(config, tmp_path / "run.log")
     try:
-        wait_until_caught_up(
-            source,
-            target,
-            [topic],
-            run,
-            remote_prefix=f"{source.alias}.",
-            group_flow=f"{source.alias}-{target.alias}",
-        )
+        wait_until_caught_up(source, target, [topic], run)
 
         def running_with_a_checkpointed_group() -> dict[str, Any]:
             now = status(config)

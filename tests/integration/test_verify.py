@@ -169,14 +169,7 @@ def test_a_running_flow_verifies_itself_and_reports_a_record_written_into_its_co
     flow = f"{source.alias}->{target.alias}"
     run = MirrorRun(config, tmp_path / "run.log")
     try:
-        wait_until_caught_up(
-            source,
-            target,
-            [topic],
-            run,
-            remote_prefix=f"{source.alias}.",
-            group_flow=f"{source.alias}-{target.alias}",
-        )
+        wait_until_caught_up(source, target, [topic], run)
         # Clean first: a verification after the copy caught up compares every record, finds nothing.
         assert_eventually(lambda: _assert_verified(port, flow, at_least=200), timeout=60)
         assert _metric(port, "mirror_verify_mismatched_records", flow=flow, kind="extra") == 0

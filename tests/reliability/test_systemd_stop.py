@@ -19,7 +19,7 @@ import pytest
 
 from tests.helpers import create_topic, unique_name
 from tests.kafka_backends import KafkaCluster
-from tests.mirror_process import MirrorRun, wait_until_caught_up, wait_until_copying, write_config
+from tests.mirror_process import MirrorRun, replicate_until_caught_up, wait_until_copying, write_config
 from tests.reliability.conftest import Record
 from tests.reliability.traffic import Traffic, compare_topics, process_tree
 from tests.seeding import produce_mixed
@@ -84,12 +84,7 @@ def test_the_units_stop_ends_mirror_cleanly_before_its_timeout_and_loses_nothing
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         produced = traffic.stop()
-        resumed = MirrorRun(config, tmp_path / "resumed.log")
-        try:
-            wait_until_caught_up(source_cluster, target_cluster, [topic], resumed)
-            assert resumed.stop() == 0, resumed.output()[-3000:]
-        finally:
-            resumed.cleanup()
+        replicate_until_caught_up(config, tmp_path / "resumed.log", source_cluster, target_cluster, [topic])
     finally:
         traffic.stop()
         run.cleanup()
