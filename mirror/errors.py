@@ -7,6 +7,7 @@
     ├── KafkaClientError       a Kafka operation failed (translated from KafkaException)
     │   ├── ClusterUnreachableError
     │   ├── ClusterAuthenticationError   wrong credentials (usage error, exit 2)
+    │   ├── ClusterTlsError        a certificate refused by either side (usage error, exit 2)
     │   ├── NotAuthorizedError     an ACL is missing (usage error, exit 2)
     │   └── ProducerFencedError     a newer writer took over a transactional id (we are the zombie)
     │       └── ProducerStuckError  librdkafka blocked past its own timeout: drop the producer
@@ -68,6 +69,13 @@ class ClusterUnreachableError(KafkaClientError):
 
 class ClusterAuthenticationError(KafkaClientError):
     """A cluster refused the configured credentials: only the user can fix them."""
+
+    exit_code: ClassVar[int] = 2
+
+
+class ClusterTlsError(KafkaClientError):
+    """A TLS handshake failed over a certificate (CA, expiry, host name, client certificate): only the
+    user, or whoever issues the certificates, can fix it."""
 
     exit_code: ClassVar[int] = 2
 

@@ -84,7 +84,7 @@ class Flow:
         """Topic `what` holding `records` on A, and a group that consumed the first `consumed` of
         them there; returns (topic, group) once B holds the group's translated position."""
         topic, group = self.name(what), self.name(f"{what}-group")
-        create_topic(self.source.bootstrap_servers, topic)
+        create_topic(self.source.bootstrap_servers, topic, security=self.source.security)
         produce(self.source, topic, records)
         position = consume_and_commit(self.source, group, topic, 0, consumed)
         self.wait_until_copied(topic)

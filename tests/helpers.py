@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
@@ -44,9 +44,15 @@ def assert_eventually(check: Callable[[], T], *, timeout: float = 30.0, interval
 
 
 def create_topic(
-    bootstrap_servers: str, name: str, partitions: int = 1, config: dict[str, str] | None = None
+    bootstrap_servers: str,
+    name: str,
+    partitions: int = 1,
+    config: dict[str, str] | None = None,
+    *,
+    security: Mapping[str, str] | None = None,
 ) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    """`security`: the client properties a secured cluster needs (TLS, SASL)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, **(security or {})})
     futures = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})], operation_timeout=30)
     for future in futures.values():
         future.result(timeout=30)

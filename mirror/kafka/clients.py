@@ -12,11 +12,13 @@ from confluent_kafka.admin import AdminClient
 
 from mirror.errors import (
     ClusterAuthenticationError,
+    ClusterTlsError,
     ClusterUnreachableError,
     ConfigError,
     KafkaClientError,
     NotAuthorizedError,
 )
+from mirror.kafka.certificates import explain_certificate_failure, explain_key_failure, is_certificate_failure
 
 # A group coordinator that moved or is still loading its log (a broker just started) answers these,
 # without having done anything; librdkafka retries them inside its own group calls but not for
@@ -75,9 +77,10 @@ def check_properties(roles: Mapping[str, Mapping[str, str]], *, what: str) -> No
         try:
             factories[role](properties)
         except KafkaException as exc:
-            problem = (
-                f"{what}: {role} client properties: {_reason(exc)}; fix or remove it "
-                "(librdkafka's CONFIGURATION.md lists every property)"
+            key_problem = explain_key_failure(properties) if "ssl.key" in _reason(exc) else None
+            problem = f"{what}: {role} client properties: " + (
+                key_problem
+                or f"{_reason(exc)}; fix or remove it (librdkafka's CONFIGURATION.md lists every property)"
             )
             raise ConfigError([problem]) from exc
 
@@ -85,7 +88,8 @@ def check_properties(roles: Mapping[str, Mapping[str, str]], *, what: str) -> No
 def wait_until_reachable(properties: Mapping[str, str], *, timeout_seconds: float, what: str) -> None:
     """Return once a broker answers a metadata request; ClusterUnreachableError after the timeout.
 
-    Failed authentication is not worth waiting out: it raises ClusterAuthenticationError at once.
+    Failed authentication is not worth waiting out: it raises ClusterAuthenticationError at once, and
+    a certificate either side refused ClusterTlsError, naming the cause.
     """
     bootstrap = properties.get("bootstrap.servers", "?")
     seen: list[KafkaError] = []
@@ -106,6 +110,9 @@ def wait_until_reachable(properties: Mapping[str, str], *, timeout_seconds: floa
                 f"{what}: {bootstrap} refused the credentials ({_first_sentence(failed_auth.str())}); "
                 "check sasl.mechanism, sasl.username and sasl.password in the cluster's properties"
             )
+        refused = next((e for e in seen if is_certificate_failure(e.str())), None)
+        if refused is not None:
+            raise ClusterTlsError(f"{what}: {explain_certificate_failure(properties, refused.str())}")
         if time.monotonic() >= deadline:
             connection = next((e for e in reversed(seen) if e.code() != KafkaError._ALL_BROKERS_DOWN), None)
             raise ClusterUnreachableError(

@@ -1,53 +1,87 @@
-"""A flow into a cluster reached over TLS (MM2's MirrorConnectorsIntegrationSSLTest: the backup
-cluster has an SSL listener, and every client of it, the producer included, speaks SSL).
+"""A flow from a cluster reached over TLS into one that requires mutual TLS (MM2's
+MirrorConnectorsIntegrationSSLTest, with client certificates on the target as production has them).
 
-The target is a broker of its own with only an SSL listener and a CA made at start; mirror reaches
-it with librdkafka's `security.protocol: SSL` and `ssl.ca.location`, verifying the broker's host
-name. Records are copied exactly, a caught-up group resumes there with nothing re-read, and a
-mid-stream one skips nothing.
+Two brokers of their own, one CA made at start: S has an SSL listener (server certificate only); T
+requires a client certificate (`ssl.client.auth=required`), and its certificate names 127.0.0.1 only,
+so reaching it as `localhost` is a host name mismatch. mirror's client key for T is encrypted; its
+`ssl.key.password` must appear in no output, log or state file. Records are copied exactly, groups
+move with nothing re-read or skipped, and every certificate mistake stops `mirror run` at start with
+one line that names the cause and the fix.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
+import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from confluent_kafka.admin import AdminClient
 
 from mirror.local.broker import BrokerSpec, free_port
 from mirror.local.environment import start_brokers
 from mirror.local.jars import kafka_libs
-from mirror.local.tls import make_tls_files
+from mirror.local.tls import CertificateAuthority, TlsFiles
 from tests.checkpoint_flow import Flow
+from tests.helpers import run_mirror
 from tests.kafka_backends import AUTHORIZER, KafkaCluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
+WRONG_PASSWORD = "Wr0ng-Pa55word"  # noqa: S105
+
+
+@dataclasses.dataclass(frozen=True)
+class Secured:
+    source: KafkaCluster  # S: TLS
+    target: KafkaCluster  # T: mutual TLS
+    authority: CertificateAuthority
+    target_tls: TlsFiles
+
+    @property
+    def key_password(self) -> str:
+        assert self.target_tls.client is not None and self.target_tls.client.key_password
+        return self.target_tls.client.key_password
 
 
 @pytest.fixture(scope="module")
-def tls_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     root = tmp_path_factory.mktemp("tls")
-    tls = make_tls_files(root / "certificates")
-    spec = BrokerSpec("T", root / "T", free_port(), free_port(), AUTHORIZER, tls=tls)
-    (broker,) = start_brokers([spec], libs=kafka_libs())
+    authority = CertificateAuthority(root / "ca")
+    source_tls = authority.broker("broker-s")
+    client = authority.client("mirror-client", key_password="k3y-pa55-" + root.name)
+    target_tls = authority.broker("broker-t", hosts=("127.0.0.1",), client=client)
+    # Brokers reach themselves through their own listener: with mutual TLS as User:CN=broker-t.
+    overrides = {**AUTHORIZER, "super.users": "User:ANONYMOUS;User:CN=broker-s;User:CN=broker-t"}
+    specs = [
+        BrokerSpec("S", root / "S", free_port(), free_port(), overrides, tls=source_tls),
+        BrokerSpec("T", root / "T", free_port(), free_port(), overrides, tls=target_tls),
+    ]
+    brokers = start_brokers(specs, libs=kafka_libs())
     try:
-        yield KafkaCluster("T", broker.bootstrap_servers, None, broker, tls.client_properties())
+        source, target = (
+            KafkaCluster(b.spec.alias, b.bootstrap_servers, None, b, tls.client_properties())
+            for b, tls in zip(brokers, (source_tls, target_tls), strict=True)
+        )
+        yield Secured(source, target, authority, target_tls)
     finally:
-        broker.stop()
+        for broker in brokers:
+            broker.stop()
 
 
 @pytest.fixture(scope="module")
-def flow(
-    source_cluster: KafkaCluster, tls_cluster: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Flow]:
-    # Aliases of its own: the flow's internal topics, positions and ids are its own.
-    source = dataclasses.replace(source_cluster, alias="S")
+def flow(secured: Secured, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flow]:
     running = Flow(
-        source,
-        tls_cluster,
+        secured.source,
+        secured.target,
         tmp_path_factory.mktemp("tls-flow"),
-        clusters={"T": {"properties": dict(tls_cluster.security)}},
+        clusters={
+            alias: {"properties": dict(c.security)}
+            for alias, c in (("S", secured.source), ("T", secured.target))
+        },
     )
     try:
         yield running
@@ -56,16 +90,118 @@ def flow(
         running.run.cleanup()
 
 
-def test_the_target_listens_only_for_tls(tls_cluster: KafkaCluster) -> None:
-    # The proof that the flow below went through TLS: a plaintext client gets nowhere.
-    plaintext = AdminClient({"bootstrap.servers": tls_cluster.bootstrap_servers})
+def test_the_clusters_refuse_plaintext_and_the_target_a_client_without_a_certificate(
+    secured: Secured,
+) -> None:
+    # The proof that the flow below went through TLS both ways, and through mutual TLS into T.
+    for cluster in (secured.source, secured.target):
+        plaintext = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        with pytest.raises(Exception, match=r"(?i)timed out|transport|disconnect|broker"):
+            plaintext.list_topics(timeout=3)
+    server_only = {
+        k: v for k, v in secured.target.security.items() if not k.startswith(("ssl.key", "ssl.cert"))
+    }
+    anonymous = AdminClient({"bootstrap.servers": secured.target.bootstrap_servers, **server_only})
     with pytest.raises(Exception, match=r"(?i)timed out|transport|disconnect|broker"):
-        plaintext.list_topics(timeout=5)
+        anonymous.list_topics(timeout=3)
 
 
-def test_a_caught_up_group_resumes_over_tls_with_nothing_re_read(flow: Flow) -> None:
+def test_a_caught_up_group_resumes_over_mutual_tls_with_nothing_re_read(flow: Flow) -> None:
     flow.assert_a_caught_up_group_re_reads_nothing("caught-up", old=2000, new=300)
 
 
-def test_a_mid_stream_group_skips_nothing_over_tls(flow: Flow) -> None:
+def test_a_mid_stream_group_skips_nothing_over_mutual_tls(flow: Flow) -> None:
     flow.assert_a_mid_stream_group_skips_nothing("mid-stream", total=2000, consumed=777)
+
+
+def test_the_key_password_appears_in_no_output_log_metric_or_state_file(flow: Flow, secured: Secured) -> None:
+    password = secured.key_password
+    assert password in flow.config.read_text(encoding="utf-8")  # the run was given it
+    directory = flow.config.parent
+    leaks = [
+        str(path)
+        for path in directory.rglob("*")
+        if path.is_file() and path != flow.config and password.encode() in path.read_bytes()
+    ]
+    assert leaks == [], f"the key password is written in {leaks}"
+    port = yaml.safe_load(flow.config.read_text(encoding="utf-8"))["metrics"]["port"]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        assert password not in response.read().decode("utf-8")
+    validated = run_mirror("validate", str(flow.config), timeout=60)
+    assert validated.returncode == 0, validated.stderr
+    assert password not in validated.stdout + validated.stderr
+    assert "ssl.key.password: '**********'" in validated.stdout
+
+
+def _mistakes(secured: Secured, tmp: Path) -> dict[str, tuple[dict[str, Any], str]]:
+    """Each certificate mistake: T's cluster entry with it, and what mirror's one line must say."""
+    good = dict(secured.target.security)
+    other = CertificateAuthority(tmp / "other-ca", name="another CA")
+    expired = secured.authority.client("expired-client", key_password=secured.key_password, expired=True)
+    foreign = other.client("foreign-client")
+    target = secured.target.bootstrap_servers
+    without_client = {k: v for k, v in good.items() if not k.startswith(("ssl.key", "ssl.cert"))}
+    return {
+        "wrong CA": (
+            {"properties": {**good, "ssl.ca.location": str(other.certificate)}},
+            r"signed by a CA \(CN=mirror local CA\) that ssl\.ca\.location .*other-ca/ca\.pem does not hold; "
+            r"set ssl\.ca\.location to the PEM file of the CA",
+        ),
+        "hostname mismatch": (
+            {"bootstrap_servers": target.replace("127.0.0.1", "localhost"), "properties": good},
+            r"not valid for localhost \(it names 127\.0\.0\.1\); put a name it lists in bootstrap_servers",
+        ),
+        "expired client certificate": (
+            {"properties": {**good, **expired.client_properties()}},
+            r"client certificate .*expired-client\.pem expired on \d{4}-\d\d-\d\d .*; renew it",
+        ),
+        "client certificate of another CA": (
+            {"properties": {**good, **foreign.client_properties()}},
+            r"refused the client certificate .*foreign-client\.pem "
+            r"\(CN=foreign-client, signed by CN=another CA\)"
+            r".*; have it signed by a CA in the broker's ssl\.truststore",
+        ),
+        "no client certificate": (
+            {"properties": without_client},
+            r"requires a client certificate \(mutual TLS\); "
+            r"set ssl\.certificate\.location and ssl\.key\.location",
+        ),
+        "wrong key password": (
+            {"properties": {**good, "ssl.key.password": WRONG_PASSWORD}},
+            r"ssl\.key\.password does not decrypt the key in ssl\.key\.location .*mirror-client\.key",
+        ),
+    }
+
+
+def test_each_certificate_mistake_stops_the_run_with_one_line_naming_the_fix(
+    secured: Secured, tmp_path: Path
+) -> None:
+    failures = []
+    for mistake, (target_entry, expected) in _mistakes(secured, tmp_path).items():
+        config = {
+            "clusters": {
+                "S": {
+                    "bootstrap_servers": secured.source.bootstrap_servers,
+                    "properties": dict(secured.source.security),
+                },
+                "T": {"bootstrap_servers": secured.target.bootstrap_servers, **target_entry},
+            },
+            "flows": {"S->T": {"topics": ["never-copied"]}},
+            "spark": {"checkpoint_dir": str(tmp_path / "state")},
+            "metrics": {"enabled": False},
+        }
+        path = tmp_path / f"{mistake.replace(' ', '-')}.yaml"
+        path.write_text(yaml.safe_dump(config), encoding="utf-8")
+        result = run_mirror("run", str(path), timeout=120)
+        lines = result.stderr.strip().splitlines()
+        said = lines[-1] if lines else ""
+        if not (
+            result.returncode == 2
+            and said.startswith("mirror: cluster T: ")
+            and re.search(expected, said)
+            and "Traceback" not in result.stderr
+            and secured.key_password not in result.stdout + result.stderr
+            and WRONG_PASSWORD not in result.stdout + result.stderr
+        ):
+            failures.append(f"{mistake}: exit {result.returncode}, said {said!r}")
+    assert failures == []

@@ -8,6 +8,7 @@ import pytest
 
 from mirror.cli import main
 from mirror.config import load_config
+from mirror.local.tls import CertificateAuthority
 from mirror.security import RequiredAcl, required_acls
 
 
@@ -92,3 +93,29 @@ def test_acls_command_prints_kafka_acls_lines_for_the_configured_principal_and_n
     assert "--allow-principal User:MIRROR_PRINCIPAL" in out  # B names no sasl.username
     assert "--transactional-id mirror-A-B- --resource-pattern-type prefixed" in out
     assert "pw-123" not in out
+
+
+def test_acls_command_names_the_client_certificate_subject_under_mutual_tls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    client = CertificateAuthority(tmp_path / "ca").client("mirror-dr", key_password="pw-456")  # noqa: S106
+    config = tmp_path / "mm2.yaml"
+    config.write_text(
+        "clusters:\n"
+        "  A: {bootstrap_servers: 'a:9092'}\n"
+        "  B:\n"
+        "    bootstrap_servers: 'b:9093'\n"
+        "    properties:\n"
+        "      security.protocol: ssl\n"
+        f"      ssl.certificate.location: {client.certificate}\n"
+        f"      ssl.key.location: {client.key}\n"
+        "      ssl.key.password: pw-456\n"
+        "flows:\n"
+        "  A->B: {topics: [orders]}\n",
+        encoding="utf-8",
+    )
+    assert main(["acls", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "# cluster B (b:9093), for User:CN=mirror-dr:" in out
+    assert "--allow-principal User:CN=mirror-dr" in out
+    assert "pw-456" not in out
