@@ -1,12 +1,14 @@
-"""A flow from a cluster reached over TLS into one that requires mutual TLS (MM2's
-MirrorConnectorsIntegrationSSLTest, with client certificates on the target as production has them).
+"""A flow from a cluster reached over SASL_SSL into one that requires mutual TLS (MM2's
+MirrorConnectorsIntegrationSSLTest, with SCRAM over TLS on the source and client certificates on the
+target, as production has them).
 
-Two brokers of their own, one CA made at start: S has an SSL listener (server certificate only); T
-requires a client certificate (`ssl.client.auth=required`), and its certificate names 127.0.0.1 only,
-so reaching it as `localhost` is a host name mismatch. mirror's client key for T is encrypted; its
-`ssl.key.password` must appear in no output, log or state file. Records are copied exactly, groups
-move with nothing re-read or skipped, and every certificate mistake stops `mirror run` at start with
-one line that names the cause and the fix.
+Two brokers of their own, one CA made at start: S has a SASL_SSL listener (server certificate only,
+SCRAM-SHA-512 users, ACLs enforced; mirror logs in as its super user); T requires a client
+certificate (`ssl.client.auth=required`), and its certificate names 127.0.0.1 only, so reaching it as
+`localhost` is a host name mismatch. mirror's client key for T is encrypted; its `ssl.key.password`
+must appear in no output, log or state file. Records are copied exactly, groups move with nothing
+re-read or skipped, and every certificate mistake stops `mirror run` at start with one line that
+names the cause and the fix.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import pytest
 import yaml
 from confluent_kafka.admin import AdminClient
 
-from mirror.local.broker import BrokerSpec, free_port
+from mirror.local.broker import BrokerSpec, SaslUsers, free_port
 from mirror.local.environment import start_brokers
 from mirror.local.jars import kafka_libs
 from mirror.local.tls import CertificateAuthority, TlsFiles
@@ -36,7 +38,7 @@ WRONG_PASSWORD = "Wr0ng-Pa55word"  # noqa: S105
 
 @dataclasses.dataclass(frozen=True)
 class Secured:
-    source: KafkaCluster  # S: TLS
+    source: KafkaCluster  # S: SASL_SSL
     target: KafkaCluster  # T: mutual TLS
     authority: CertificateAuthority
     target_tls: TlsFiles
@@ -54,17 +56,23 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     source_tls = authority.broker("broker-s")
     client = authority.client("mirror-client", key_password="k3y-pa55-" + root.name)
     target_tls = authority.broker("broker-t", hosts=("127.0.0.1",), client=client)
-    # Brokers reach themselves through their own listener: with mutual TLS as User:CN=broker-t.
-    overrides = {**AUTHORIZER, "super.users": "User:ANONYMOUS;User:CN=broker-s;User:CN=broker-t"}
+    users = SaslUsers(admin_password=f"admin-{root.name}")
+    # A broker reaches itself through its own listener: under mutual TLS as User:CN=broker-t.
+    overrides = {**AUTHORIZER, "super.users": "User:ANONYMOUS;User:CN=broker-t"}
     specs = [
-        BrokerSpec("S", root / "S", free_port(), free_port(), overrides, tls=source_tls),
+        BrokerSpec("S", root / "S", free_port(), free_port(), sasl=users, tls=source_tls),
         BrokerSpec("T", root / "T", free_port(), free_port(), overrides, tls=target_tls),
     ]
     brokers = start_brokers(specs, libs=kafka_libs())
     try:
-        source, target = (
-            KafkaCluster(b.spec.alias, b.bootstrap_servers, None, b, tls.client_properties())
-            for b, tls in zip(brokers, (source_tls, target_tls), strict=True)
+        scram = {
+            **source_tls.client_properties(),
+            **users.client_properties(mechanism="SCRAM-SHA-512"),
+            "security.protocol": "SASL_SSL",
+        }
+        source = KafkaCluster("S", brokers[0].bootstrap_servers, None, brokers[0], scram)
+        target = KafkaCluster(
+            "T", brokers[1].bootstrap_servers, None, brokers[1], target_tls.client_properties()
         )
         yield Secured(source, target, authority, target_tls)
     finally:
@@ -114,23 +122,29 @@ def test_a_mid_stream_group_skips_nothing_over_mutual_tls(flow: Flow) -> None:
     flow.assert_a_mid_stream_group_skips_nothing("mid-stream", total=2000, consumed=777)
 
 
-def test_the_key_password_appears_in_no_output_log_metric_or_state_file(flow: Flow, secured: Secured) -> None:
-    password = secured.key_password
-    assert password in flow.config.read_text(encoding="utf-8")  # the run was given it
-    directory = flow.config.parent
-    leaks = [
-        str(path)
-        for path in directory.rglob("*")
-        if path.is_file() and path != flow.config and password.encode() in path.read_bytes()
-    ]
-    assert leaks == [], f"the key password is written in {leaks}"
-    port = yaml.safe_load(flow.config.read_text(encoding="utf-8"))["metrics"]["port"]
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        assert password not in response.read().decode("utf-8")
+def test_the_passwords_appear_in_no_output_log_metric_or_state_file(flow: Flow, secured: Secured) -> None:
+    passwords = {
+        "ssl.key.password": secured.key_password,
+        "sasl.password": secured.source.security["sasl.password"],
+    }
+    config = flow.config.read_text(encoding="utf-8")
+    assert all(password in config for password in passwords.values())  # the run was given them
+    with urllib.request.urlopen(
+        f"http://127.0.0.1:{yaml.safe_load(config)['metrics']['port']}/metrics"
+    ) as page:
+        metrics = page.read()
     validated = run_mirror("validate", str(flow.config), timeout=60)
     assert validated.returncode == 0, validated.stderr
-    assert password not in validated.stdout + validated.stderr
-    assert "ssl.key.password: '**********'" in validated.stdout
+    for name, password in passwords.items():
+        written = [
+            str(path)
+            for path in flow.config.parent.rglob("*")
+            if path.is_file() and path != flow.config and password.encode() in path.read_bytes()
+        ]
+        assert written == [], f"{name} is written in {written}"
+        assert password.encode() not in metrics
+        assert password not in validated.stdout + validated.stderr
+        assert f"{name}: '**********'" in validated.stdout
 
 
 def _mistakes(secured: Secured, tmp: Path) -> dict[str, tuple[dict[str, Any], str]]:
