@@ -9,7 +9,9 @@ with committed_metadata.
 
 from __future__ import annotations
 
+import functools
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -20,7 +22,14 @@ from mirror.kafka.clients import AUTHORIZATION_CODES, not_authorized
 from mirror.kafka.clients import producer as new_producer
 
 _FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
-COMMIT_TRIES = 5
+# A commit's tries together: the records are flushed before it starts, so what is left is the
+# EndTxn round trip (milliseconds); a retriable timeout is tried again until this passes.
+COMMIT_SECONDS = 30.0
+# send_offsets_to_transaction asks two coordinators and takes milliseconds. After the target's
+# broker was SIGKILLed and restarted, it blocked in every copy task until bounded() gave up, 75 s
+# with its former 60 s (tests/reliability/test_cluster_faults.py, target): a stall of the whole
+# flow. A replaced producer costs one re-copied batch, so giving up early is cheap.
+SEND_OFFSETS_SECONDS = 10.0
 
 
 class AbortableError(Exception):
@@ -54,8 +63,9 @@ def call(action: Callable[[], Any], doing: str) -> Any:
 
 
 T = TypeVar("T")
-# How long past its own timeout a transactional call may block before the producer is given up.
-STUCK_GRACE_SECONDS = 15.0
+# How long past its own timeout a transactional call may block before the producer is given up:
+# librdkafka returns at its timeout unless it waits on a coordinator that died mid-call.
+STUCK_GRACE_SECONDS = 5.0
 
 
 def bounded(action: Callable[[], T], timeout_seconds: float, doing: str) -> T:
@@ -92,16 +102,30 @@ def bounded(action: Callable[[], T], timeout_seconds: float, doing: str) -> T:
     return value  # type: ignore[no-any-return]
 
 
-def commit(producer: Producer, where: str) -> None:
-    for _ in range(COMMIT_TRIES):
+def send_offsets(producer: Producer, offsets: list[TopicPartition], group: Any, doing: str) -> None:
+    """Add `offsets` of `group` (its consumer_group_metadata) to the open transaction, bounded;
+    librdkafka's KafkaException as it is (callers classify it), ProducerStuckError past the bound."""
+    seconds = SEND_OFFSETS_SECONDS
+    bounded(lambda: producer.send_offsets_to_transaction(offsets, group, seconds), seconds, doing)
+
+
+def commit(producer: Producer, where: str, *, timeout_seconds: float = COMMIT_SECONDS) -> None:
+    """Commit the open transaction, trying again on retriable errors until `timeout_seconds` pass."""
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        remaining = max(1.0, deadline - time.monotonic())
         try:
-            bounded(lambda: producer.commit_transaction(60), 60, f"{where}: committing")
+            bounded(
+                functools.partial(producer.commit_transaction, remaining), remaining, f"{where}: committing"
+            )
             return
         except KafkaException as exc:
             classified = classify(exc, f"{where}: committing")
             if not isinstance(classified, RetriableError):
                 raise classified from exc
-    raise AbortableError(f"{where}: commit did not complete after {COMMIT_TRIES} tries")
+        if time.monotonic() >= deadline:
+            raise AbortableError(f"{where}: commit did not complete within {timeout_seconds:g}s")
+        time.sleep(0.1)
 
 
 def init_transactions(producer: Producer, doing: str) -> None:

@@ -19,7 +19,7 @@ from mirror.config.flow_settings import FlowSettings
 from mirror.errors import FlowTakenOverError, KafkaClientError, ProducerStuckError
 from mirror.kafka.clients import consumer, producer, translate
 from mirror.kafka.flow_mark import FlowMark
-from mirror.kafka.transactions import AbortableError, RetriableError, bounded
+from mirror.kafka.transactions import AbortableError, RetriableError, bounded, send_offsets
 from mirror.source.ownership import flow_mark_reader, read_flow_mark, stop_if_flow_taken_over
 
 log = logging.getLogger(__name__)
@@ -174,7 +174,7 @@ class FlowLease:
         metadata = self._group.consumer_group_metadata()
         self._producer.begin_transaction()
         self._unfinished = True
-        bounded(lambda: self._producer.send_offsets_to_transaction(mark, metadata, 30), 30, doing)
+        send_offsets(self._producer, mark, metadata, doing)
         bounded(lambda: self._producer.commit_transaction(30), 30, doing)
         self._unfinished = False
 

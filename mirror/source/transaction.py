@@ -22,7 +22,7 @@ from mirror.config.flow_settings import FlowSettings
 from mirror.errors import NotAuthorizedError, ProducerFencedError, RecordRejectedError, RecordTooLargeError
 from mirror.kafka.record_copy import TOO_LARGE_CODES
 from mirror.kafka.source_offsets import SourcePartition, encode_key, encode_value
-from mirror.kafka.transactions import AbortableError, RetriableError, bounded, call, classify, commit
+from mirror.kafka.transactions import AbortableError, RetriableError, call, classify, commit, send_offsets
 from mirror.kafka.wire import OffsetSync
 from mirror.source.partition_copy import PartitionCopy
 from mirror.source.stats import TaskStats
@@ -105,10 +105,8 @@ def _write_positions(
         return
     if positions:
         metadata = writers.positions.consumer_group_metadata()
-        call(
-            lambda: bounded(lambda: producer.send_offsets_to_transaction(positions, metadata, 60), 60, where),
-            f"{where}: adding the positions to the transaction",
-        )
+        doing = f"{where}: adding the positions to the transaction"
+        call(lambda: send_offsets(producer, positions, metadata, doing), doing)
     commit(producer, where)
 
 
