@@ -136,18 +136,11 @@ def _check_client_properties(config: MirrorConfig, path: Path) -> None:
 
 def _acls(args: argparse.Namespace) -> int:
     from mirror.config import load_config
-    from mirror.kafka.certificates import certificate_principal
-    from mirror.security import kafka_acls_commands, required_acls
+    from mirror.security import kafka_acls_commands, principals, required_acls
 
     config = load_config(args.config)
     bootstrap = {alias: cluster.bootstrap_servers for alias, cluster in config.clusters.items()}
-    principal = {}
-    for alias, cluster in config.clusters.items():
-        properties = cluster.client_properties("admin")
-        username = properties.get("sasl.username")
-        # SASL names the principal; under mutual TLS the client certificate's subject does.
-        by_certificate = certificate_principal(properties)
-        principal[alias] = f"User:{username}" if username else by_certificate or "User:MIRROR_PRINCIPAL"
+    principal = principals(config)
     acls = required_acls(config)
     for alias in dict.fromkeys(acl.cluster for acl in acls):
         print(f"# cluster {alias} ({bootstrap[alias]}), for {principal[alias]}:")

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 
@@ -28,14 +29,29 @@ _BROKER_UNVERIFIED = "certificate verify failed"
 # TLS alerts a broker sends when it refuses the client's certificate (or its absence).
 _CLIENT_REFUSED = re.compile(
     r"alert (bad certificate|certificate unknown|unknown ca|certificate expired|certificate required|"
-    r"unsupported certificate|certificate revoked)"
+    r"unsupported certificate|certificate revoked)|client SSL authentication might be required"
 )
-_ENDPOINT = re.compile(r"\b(?:sasl_)?ssl://\[?([^\]/\s]+?)\]?:(\d+)/", re.IGNORECASE)
+_ENDPOINT = re.compile(r"\b(?:sasl_)?ssl://\[?([^\]/\s]+?)\]?:([0-9]{1,5})/", re.IGNORECASE)
 _PROBE_TIMEOUT_SECONDS = 5.0
 
 # OpenSSL's X509_V_ERR_* codes Python's ssl module reports in SSLCertVerificationError.verify_code.
-_NOT_YET_VALID, _EXPIRED, _HOSTNAME_MISMATCH = 9, 10, 62
+_NOT_YET_VALID, _EXPIRED = 9, 10
+_NAME_MISMATCH = frozenset({62, 64})  # a host name, an IP address the certificate does not list
 _UNKNOWN_ISSUER = frozenset({2, 18, 19, 20, 21})
+# The attribute keywords Java's X500Principal writes by name in RFC 2253 form, as Kafka's principal.
+_JAVA_KEYWORDS = frozenset(
+    {
+        NameOID.COMMON_NAME,
+        NameOID.COUNTRY_NAME,
+        NameOID.LOCALITY_NAME,
+        NameOID.STATE_OR_PROVINCE_NAME,
+        NameOID.STREET_ADDRESS,
+        NameOID.ORGANIZATION_NAME,
+        NameOID.ORGANIZATIONAL_UNIT_NAME,
+        NameOID.DOMAIN_COMPONENT,
+        NameOID.USER_ID,
+    }
+)
 _CLIENT_CERTIFICATE_KEYS = ("ssl.certificate.location", "ssl.certificate.pem", "ssl.keystore.location")
 
 
@@ -53,24 +69,35 @@ def explain_certificate_failure(properties: Mapping[str, str], text: str) -> str
 
 
 def explain_key_failure(properties: Mapping[str, str]) -> str | None:
-    """'problem; fix' when the client's private key cannot be read for its password, else None."""
+    """'problem; fix' when the client's key file cannot be read, or its password does not open it;
+    None when the key opens with it (librdkafka's own reason is then the one to give)."""
     location = properties.get("ssl.key.location")
     if not location:
         return None
     try:
-        encrypted = "ENCRYPTED" in Path(location).read_text(encoding="utf-8", errors="replace")
+        data = Path(location).read_bytes()
     except OSError as exc:
         return (
             f"ssl.key.location {location} cannot be read ({exc.strerror}); point it at the client's key file"
         )
-    if not encrypted:
-        return None
-    if not properties.get("ssl.key.password"):
-        return f"the key in ssl.key.location {location} is encrypted; set ssl.key.password to its password"
-    return (
-        f"ssl.key.password does not decrypt the key in ssl.key.location {location}; set the password "
-        "the key was encrypted with"
-    )
+    password = properties.get("ssl.key.password")
+    problem = None
+    try:
+        serialization.load_pem_private_key(data, password.encode() if password else None)
+    except TypeError:  # encrypted and no password given (or a password for a key that has none)
+        if not password:
+            problem = (
+                f"the key in ssl.key.location {location} is encrypted; set ssl.key.password to its password"
+            )
+    except ValueError:
+        if password and b"ENCRYPTED" in data:
+            problem = (
+                f"ssl.key.password does not decrypt the key in ssl.key.location {location}; set the "
+                "password the key was encrypted with"
+            )
+    except Exception:  # noqa: BLE001, S110 - an algorithm cryptography lacks: librdkafka's reason stands
+        pass
+    return problem
 
 
 def certificate_principal(properties: Mapping[str, str]) -> str | None:
@@ -81,7 +108,34 @@ def certificate_principal(properties: Mapping[str, str]) -> str | None:
     if not any(properties.get(key) for key in _CLIENT_CERTIFICATE_KEYS):
         return None
     certificate, _ = _client_certificate(properties)
-    return f"User:{certificate.subject.rfc4514_string()}" if certificate is not None else None
+    if certificate is None or any(a.oid not in _JAVA_KEYWORDS for a in certificate.subject):
+        # Java writes other attributes (emailAddress...) as OID=#hex: better no name than a wrong one.
+        return None
+    return f"User:{certificate.subject.rfc4514_string()}"
+
+
+def client_certificate_problem(properties: Mapping[str, str]) -> str | None:
+    """'problem; fix' if the configured client certificate is out of its validity dates: known
+    before connecting, and surer than the alert a broker may or may not send back."""
+    if not any(properties.get(key) for key in _CLIENT_CERTIFICATE_KEYS):
+        return None
+    certificate, origin = _client_certificate(properties)
+    return _dates_problem(certificate, origin, properties) if certificate is not None else None
+
+
+def _dates_problem(certificate: x509.Certificate, origin: str, properties: Mapping[str, str]) -> str | None:
+    now = datetime.now(UTC)
+    if certificate.not_valid_after_utc < now:
+        return (
+            f"the client certificate {origin} expired on {_date(certificate.not_valid_after_utc)}; "
+            f"renew it and point {_origin_key(properties)} at the new one"
+        )
+    if certificate.not_valid_before_utc > now:
+        return (
+            f"the client certificate {origin} is not valid before "
+            f"{_date(certificate.not_valid_before_utc)}; check the clocks of broker and client"
+        )
+    return None
 
 
 def _broker_certificate_problem(properties: Mapping[str, str], endpoint: tuple[str, int] | None) -> str:
@@ -107,7 +161,7 @@ def _verify_error(properties: Mapping[str, str], endpoint: tuple[str, int]) -> i
             return None
     except ssl.SSLCertVerificationError as exc:
         return int(exc.verify_code)
-    except (OSError, ValueError):
+    except (OSError, ValueError, OverflowError):
         return None
 
 
@@ -115,7 +169,7 @@ def _broker_reason(
     code: int, certificate: x509.Certificate | None, properties: Mapping[str, str], endpoint: tuple[str, int]
 ) -> str | None:
     host, where = endpoint[0], f"{endpoint[0]}:{endpoint[1]}"
-    if code == _HOSTNAME_MISMATCH:
+    if code in _NAME_MISMATCH:
         names = ", ".join(_names(certificate)) if certificate is not None else "other names"
         return (
             f"the broker's certificate at {where} is not valid for {host} (it names {names}); put a "
@@ -132,11 +186,10 @@ def _broker_reason(
         )
     if code in _UNKNOWN_ISSUER:
         issuer = f" ({_subject(certificate.issuer)})" if certificate is not None else ""
-        trusted = (
-            f"ssl.ca.location {properties['ssl.ca.location']}"
-            if properties.get("ssl.ca.location")
-            else "the system's CA certificates"
-        )
+        if properties.get("ssl.ca.location"):
+            trusted = f"ssl.ca.location {properties['ssl.ca.location']}"
+        else:
+            trusted = "ssl.ca.pem" if properties.get("ssl.ca.pem") else "the system's CA certificates"
         return (
             f"the broker's certificate at {where} was signed by a CA{issuer} that {trusted} does not hold; "
             "set ssl.ca.location to the PEM file of the CA that signed the broker's certificate"
@@ -154,18 +207,9 @@ def _client_certificate_problem(
             "and ssl.key.location (and ssl.key.password if the key is encrypted)"
         )
     certificate, origin = _client_certificate(properties)
-    if certificate is not None:
-        now = datetime.now(UTC)
-        if certificate.not_valid_after_utc < now:
-            return (
-                f"the client certificate {origin} expired on {_date(certificate.not_valid_after_utc)}; "
-                f"renew it and point {_origin_key(properties)} at the new one"
-            )
-        if certificate.not_valid_before_utc > now:
-            return (
-                f"the client certificate {origin} is not valid before "
-                f"{_date(certificate.not_valid_before_utc)}; check the clocks of broker and client"
-            )
+    dates = _dates_problem(certificate, origin, properties) if certificate is not None else None
+    if dates is not None:
+        return dates
     alert = _CLIENT_REFUSED.search(text)
     described = (
         f" ({_subject(certificate.subject)}, signed by {_subject(certificate.issuer)})" if certificate else ""
@@ -205,9 +249,9 @@ def _peer_certificate(endpoint: tuple[str, int]) -> x509.Certificate | None:
             context.wrap_socket(connection, server_hostname=endpoint[0]) as tls,
         ):
             der = tls.getpeercert(binary_form=True)
-    except (OSError, ValueError):
+        return x509.load_der_x509_certificate(der) if der else None
+    except (OSError, ValueError, OverflowError):
         return None
-    return x509.load_der_x509_certificate(der) if der else None
 
 
 def _client_certificate(properties: Mapping[str, str]) -> tuple[x509.Certificate | None, str]:
@@ -226,7 +270,7 @@ def _client_certificate(properties: Mapping[str, str]) -> tuple[x509.Certificate
             Path(location).read_bytes(), password.encode() if password else None
         )
         return certificate, location
-    except (OSError, ValueError, KeyError):
+    except Exception:  # noqa: BLE001 - unreadable, malformed or an unsupported algorithm: name the file only
         origin = next(
             (
                 properties[k]
@@ -248,7 +292,7 @@ def _endpoint(text: str, properties: Mapping[str, str]) -> tuple[str, int] | Non
         return match.group(1), int(match.group(2))
     first = properties.get("bootstrap.servers", "").split(",")[0].strip()
     host, _, port = first.rpartition(":")
-    return (host.strip("[]"), int(port)) if host and port.isdigit() else None
+    return (host.strip("[]"), int(port)) if host and re.fullmatch("[0-9]{1,5}", port) else None
 
 
 def _names(certificate: x509.Certificate) -> list[str]:
@@ -256,6 +300,8 @@ def _names(certificate: x509.Certificate) -> list[str]:
         extension = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:
         return [_subject(certificate.subject)]
+    except Exception:  # noqa: BLE001 - extensions cryptography's strict parser refuses
+        return ["names that could not be read"]
     return [str(name) for name in extension.get_values_for_type(x509.DNSName)] + [
         str(address) for address in extension.get_values_for_type(x509.IPAddress)
     ]

@@ -18,7 +18,12 @@ from mirror.errors import (
     KafkaClientError,
     NotAuthorizedError,
 )
-from mirror.kafka.certificates import explain_certificate_failure, explain_key_failure, is_certificate_failure
+from mirror.kafka.certificates import (
+    client_certificate_problem,
+    explain_certificate_failure,
+    explain_key_failure,
+    is_certificate_failure,
+)
 
 # A group coordinator that moved or is still loading its log (a broker just started) answers these,
 # without having done anything; librdkafka retries them inside its own group calls but not for
@@ -92,6 +97,9 @@ def wait_until_reachable(properties: Mapping[str, str], *, timeout_seconds: floa
     a certificate either side refused ClusterTlsError, naming the cause.
     """
     bootstrap = properties.get("bootstrap.servers", "?")
+    expired = client_certificate_problem(properties)
+    if expired is not None:
+        raise ClusterTlsError(f"{what}: {expired}")
     seen: list[KafkaError] = []
     admin = AdminClient({**_QUIET, **properties, "error_cb": seen.append})
     deadline = time.monotonic() + timeout_seconds

@@ -130,10 +130,9 @@ class CertificateAuthority:
             "-subj", f"/CN={name}",
         )  # fmt: skip
         # Encrypted or not, the key is PKCS#8: Kafka's PEM keystore reads only that form.
-        encryption = (
-            ["-passout", f"file:{self._password_file(key_password)}"] if key_password else ["-nocrypt"]
-        )
-        pkcs8 = _openssl("pkcs8", "-topk8", "-in", str(key), *encryption)
+        # The password goes through stdin: on the command line any user's ps would show it.
+        encryption = ["-passout", "stdin"] if key_password else ["-nocrypt"]
+        pkcs8 = _openssl("pkcs8", "-topk8", "-in", str(key), *encryption, stdin=key_password)
         key.write_text(pkcs8, encoding="utf-8")
         key.chmod(0o600)
         self._sign(request, certificate, hosts=hosts, expired=expired)
@@ -168,13 +167,6 @@ class CertificateAuthority:
             "-startdate", start.strftime("%Y%m%d%H%M%SZ"), "-enddate", end.strftime("%Y%m%d%H%M%SZ"),
         )  # fmt: skip
 
-    def _password_file(self, password: str) -> Path:
-        # A file, not `pass:` on the command line, where any user's ps would show the password.
-        path = self.directory / ".key-password"
-        path.touch(mode=0o600)
-        path.write_text(password, encoding="utf-8")
-        return path
-
 
 def make_tls_files(
     directory: Path, *, name: str = "broker", hosts: Sequence[str] = LOCAL_HOSTS, mutual: bool = False
@@ -193,11 +185,11 @@ def _is_address(host: str) -> bool:
     return host.replace(".", "").isdigit() or ":" in host
 
 
-def _openssl(*arguments: str) -> str:
+def _openssl(*arguments: str, stdin: str | None = None) -> str:
     openssl = shutil.which("openssl")
     if openssl is None:
         raise LocalClusterError("openssl is not on PATH; install it to start brokers with an SSL listener")
-    result = subprocess.run([openssl, *arguments], capture_output=True, text=True, check=False)
+    result = subprocess.run([openssl, *arguments], input=stdin, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         last = (result.stderr.strip().splitlines() or ["no output"])[-1]
         raise LocalClusterError(f"openssl {arguments[0]} failed ({last}); check the openssl installation")

@@ -16,6 +16,7 @@ from typing import Literal
 
 from mirror.config.flow_settings import FlowSettings, flow_settings
 from mirror.config.models import MirrorConfig
+from mirror.kafka.certificates import certificate_principal
 
 Resource = Literal["topic", "group", "transactional-id", "cluster"]
 Pattern = Literal["literal", "prefixed"]
@@ -156,6 +157,18 @@ _FLAGS: dict[Resource, str] = {
     "transactional-id": "--transactional-id",
     "cluster": "--cluster",
 }
+
+
+def principals(config: MirrorConfig) -> dict[str, str]:
+    """Per cluster, the principal mirror's admin client is known by: the SASL user; under mutual TLS
+    the client certificate's subject; else a placeholder the user replaces."""
+    named = {}
+    for alias, cluster in config.clusters.items():
+        properties = cluster.client_properties("admin")
+        username = properties.get("sasl.username")
+        by_certificate = certificate_principal(properties)
+        named[alias] = f"User:{username}" if username else by_certificate or "User:MIRROR_PRINCIPAL"
+    return named
 
 
 def kafka_acls_commands(

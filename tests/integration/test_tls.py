@@ -29,7 +29,7 @@ from mirror.local.environment import start_brokers
 from mirror.local.jars import kafka_libs
 from mirror.local.tls import CertificateAuthority, TlsFiles
 from tests.checkpoint_flow import Flow
-from tests.helpers import run_mirror
+from tests.helpers import assert_eventually, run_mirror
 from tests.kafka_backends import AUTHORIZER, KafkaCluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -129,10 +129,16 @@ def test_the_passwords_appear_in_no_output_log_metric_or_state_file(flow: Flow, 
     }
     config = flow.config.read_text(encoding="utf-8")
     assert all(password in config for password in passwords.values())  # the run was given them
-    with urllib.request.urlopen(
-        f"http://127.0.0.1:{yaml.safe_load(config)['metrics']['port']}/metrics"
-    ) as page:
-        metrics = page.read()
+    port = yaml.safe_load(config)["metrics"]["port"]
+
+    def scraped() -> bytes:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as page:
+                return bytes(page.read())
+        except OSError as exc:
+            raise AssertionError(f"the run's metrics endpoint does not answer yet ({exc})") from exc
+
+    metrics = assert_eventually(scraped, timeout=60)
     validated = run_mirror("validate", str(flow.config), timeout=60)
     assert validated.returncode == 0, validated.stderr
     for name, password in passwords.items():

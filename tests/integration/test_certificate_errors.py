@@ -23,6 +23,7 @@ from mirror.kafka.certificates import is_certificate_failure
 from mirror.kafka.clients import check_properties, wait_until_reachable
 from mirror.local.tls import CertificateAuthority
 
+pytestmark = pytest.mark.integration
 PASSWORD = "s3cret-key-pa55"  # noqa: S105
 
 
@@ -94,6 +95,24 @@ def test_a_broker_certificate_from_an_unknown_ca_names_the_ca_file_to_set(
             ClusterTlsError, match=r"signed by a CA \(CN=mirror local CA\) that ssl.ca.location"
         ):
             wait_until_reachable(properties, timeout_seconds=20, what="cluster B")
+
+
+def test_an_ip_address_the_broker_certificate_does_not_list_is_named_with_the_names_it_does(
+    authority: CertificateAuthority,
+) -> None:
+    certificate, key = authority.issue("named-broker", hosts=("kafka-0.example.internal",))
+    with tls_server(certificate, key) as port:
+        properties = {
+            "bootstrap.servers": f"127.0.0.1:{port}",
+            "security.protocol": "SSL",
+            "ssl.ca.location": str(authority.certificate),
+        }
+        with pytest.raises(ClusterTlsError) as raised:
+            wait_until_reachable(properties, timeout_seconds=20, what="cluster B")
+    assert (
+        f"certificate at 127.0.0.1:{port} is not valid for 127.0.0.1 (it names kafka-0.example.internal)"
+        in str(raised.value)
+    )
 
 
 def test_an_encrypted_key_without_its_password_or_with_a_wrong_one_is_refused_at_start_naming_the_key(
