@@ -22,13 +22,16 @@ from mirror.kafka.clients import AUTHORIZATION_CODES, not_authorized
 from mirror.kafka.clients import producer as new_producer
 
 _FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
-# A commit's tries together: the records are flushed before it starts, so what is left is the
-# EndTxn round trip (milliseconds); a retriable timeout is tried again until this passes.
+# A commit's tries together: a copy task has flushed its records before, so what is left is the
+# EndTxn round trip (milliseconds); checkpoint and heartbeat rounds flush a few small records in it.
+# A retriable timeout is tried again until this passes; past it the outcome is unknown.
 COMMIT_SECONDS = 30.0
-# send_offsets_to_transaction asks two coordinators and takes milliseconds. After the target's
+# send_offsets_to_transaction asks two coordinators and takes milliseconds, but librdkafka gives it
+# no deadline of its own: its requests end only at socket.timeout.ms (60 s). After the target's
 # broker was SIGKILLed and restarted, it blocked in every copy task until bounded() gave up, 75 s
-# with its former 60 s (tests/reliability/test_cluster_faults.py, target): a stall of the whole
-# flow. A replaced producer costs one re-copied batch, so giving up early is cheap.
+# with the former 60 s (tests/reliability/test_cluster_faults.py, target): a stall of the whole
+# flow. Giving up costs a new producer and one re-copied batch; a healthy coordinator slower than
+# this bound (+ the grace) would pay that too, and nothing else.
 SEND_OFFSETS_SECONDS = 10.0
 
 
@@ -64,7 +67,8 @@ def call(action: Callable[[], Any], doing: str) -> Any:
 
 T = TypeVar("T")
 # How long past its own timeout a transactional call may block before the producer is given up:
-# librdkafka returns at its timeout unless it waits on a coordinator that died mid-call.
+# librdkafka returns at the timeout given to init/commit/abort, unless a request to a coordinator
+# that died mid-call is still in flight.
 STUCK_GRACE_SECONDS = 5.0
 
 
@@ -124,7 +128,11 @@ def commit(producer: Producer, where: str, *, timeout_seconds: float = COMMIT_SE
             if not isinstance(classified, RetriableError):
                 raise classified from exc
         if time.monotonic() >= deadline:
-            raise AbortableError(f"{where}: commit did not complete within {timeout_seconds:g}s")
+            # It may still land (librdkafka goes on with the EndTxn), so no abort: a new producer
+            # fences this one, and the task re-reads what the target says was committed.
+            raise ProducerStuckError(
+                f"{where}: commit did not complete within {timeout_seconds:g}s; replacing the producer"
+            )
         time.sleep(0.1)
 
 
