@@ -168,17 +168,9 @@ class CertificateAuthority:
         )  # fmt: skip
 
 
-def make_tls_files(
-    directory: Path, *, name: str = "broker", hosts: Sequence[str] = LOCAL_HOSTS, mutual: bool = False
-) -> TlsFiles:
-    """Create (once) a CA in `directory` and a broker's certificate it signed for `hosts`.
-
-    `mutual`: the broker requires client certificates, and the files carry one for clients, its key
-    encrypted with a password made here.
-    """
-    authority = CertificateAuthority(directory)
-    client = authority.client("mirror-client", key_password=secrets.token_urlsafe(16)) if mutual else None
-    return authority.broker(name, hosts=hosts, client=client)
+def make_tls_files(directory: Path, *, name: str = "broker", hosts: Sequence[str] = LOCAL_HOSTS) -> TlsFiles:
+    """Create (once) a CA in `directory` and a broker's certificate it signed for `hosts`."""
+    return CertificateAuthority(directory).broker(name, hosts=hosts)
 
 
 def _is_address(host: str) -> bool:

@@ -57,6 +57,11 @@ def tls_server(certificate: Path, key: Path) -> Iterator[int]:
         listener.close()
 
 
+def _trusting(port: int, ca: Path) -> dict[str, str]:
+    """librdkafka's properties for the loopback server on `port`, trusting the CA in `ca`."""
+    return {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SSL", "ssl.ca.location": str(ca)}
+
+
 @pytest.fixture(scope="module")
 def authority(tmp_path_factory: pytest.TempPathFactory) -> CertificateAuthority:
     return CertificateAuthority(tmp_path_factory.mktemp("ca"))
@@ -66,14 +71,8 @@ def test_an_expired_broker_certificate_is_named_with_its_date_and_the_fix(
     authority: CertificateAuthority,
 ) -> None:
     certificate, key = authority.issue("expired-broker", hosts=("127.0.0.1",), expired=True)
-    with tls_server(certificate, key) as port:
-        properties = {
-            "bootstrap.servers": f"127.0.0.1:{port}",
-            "security.protocol": "SSL",
-            "ssl.ca.location": str(authority.certificate),
-        }
-        with pytest.raises(ClusterTlsError) as raised:
-            wait_until_reachable(properties, timeout_seconds=20, what="cluster B")
+    with tls_server(certificate, key) as port, pytest.raises(ClusterTlsError) as raised:
+        wait_until_reachable(_trusting(port, authority.certificate), timeout_seconds=20, what="cluster B")
     message = str(raised.value)
     assert message.startswith(f"cluster B: the broker's certificate at 127.0.0.1:{port} expired on 20")
     assert message.endswith("; renew the broker's certificate")
@@ -85,30 +84,19 @@ def test_a_broker_certificate_from_an_unknown_ca_names_the_ca_file_to_set(
 ) -> None:
     certificate, key = authority.issue("broker", hosts=("127.0.0.1",))
     other = CertificateAuthority(tmp_path / "other", name="some other CA")
-    with tls_server(certificate, key) as port:
-        properties = {
-            "bootstrap.servers": f"127.0.0.1:{port}",
-            "security.protocol": "SSL",
-            "ssl.ca.location": str(other.certificate),
-        }
-        with pytest.raises(
-            ClusterTlsError, match=r"signed by a CA \(CN=mirror local CA\) that ssl.ca.location"
-        ):
-            wait_until_reachable(properties, timeout_seconds=20, what="cluster B")
+    with (
+        tls_server(certificate, key) as port,
+        pytest.raises(ClusterTlsError, match=r"signed by a CA \(CN=mirror local CA\) that ssl.ca.location"),
+    ):
+        wait_until_reachable(_trusting(port, other.certificate), timeout_seconds=20, what="cluster B")
 
 
 def test_an_ip_address_the_broker_certificate_does_not_list_is_named_with_the_names_it_does(
     authority: CertificateAuthority,
 ) -> None:
     certificate, key = authority.issue("named-broker", hosts=("kafka-0.example.internal",))
-    with tls_server(certificate, key) as port:
-        properties = {
-            "bootstrap.servers": f"127.0.0.1:{port}",
-            "security.protocol": "SSL",
-            "ssl.ca.location": str(authority.certificate),
-        }
-        with pytest.raises(ClusterTlsError) as raised:
-            wait_until_reachable(properties, timeout_seconds=20, what="cluster B")
+    with tls_server(certificate, key) as port, pytest.raises(ClusterTlsError) as raised:
+        wait_until_reachable(_trusting(port, authority.certificate), timeout_seconds=20, what="cluster B")
     assert (
         f"certificate at 127.0.0.1:{port} is not valid for 127.0.0.1 (it names kafka-0.example.internal)"
         in str(raised.value)
