@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mirror.local.broker import BrokerSpec, LocalBroker, free_port
+from mirror.local.cluster import LocalCluster, NodePorts, cluster_specs, start_clusters
 from mirror.local.environment import start_brokers
 from mirror.local.jars import KAFKA_VERSION, kafka_libs
 
@@ -36,6 +37,7 @@ class KafkaCluster:
     libs: Path | None = None
     broker: LocalBroker | None = None  # the broker process, for fault tests (local backend only)
     security: Mapping[str, str] = field(default_factory=dict)  # SASL client properties (admin)
+    nodes: LocalCluster | None = None  # every node, for replicated clusters' fault tests
 
     @property
     def pid(self) -> int | None:
@@ -55,6 +57,33 @@ def local_clusters(aliases: tuple[str, ...], root: Path) -> Iterator[list[KafkaC
     finally:
         for broker in brokers:
             broker.stop()
+
+
+@contextmanager
+def replicated_clusters(
+    aliases: tuple[str, ...], root: Path, *, brokers: int = 3
+) -> Iterator[list[KafkaCluster]]:
+    """Clusters of `brokers` nodes each (RF 3, min ISR 2), from the launcher `mirror local up
+    --brokers 3` uses; each node can be stopped, killed and started alone."""
+    libs = kafka_libs()
+    clusters = [
+        LocalCluster(
+            cluster_specs(
+                alias,
+                root / alias,
+                [NodePorts(n, free_port(), free_port()) for n in range(1, brokers + 1)],
+                overrides=AUTHORIZER,
+            ),
+            libs,
+        )
+        for alias in aliases
+    ]
+    start_clusters(clusters)
+    try:
+        yield [KafkaCluster(c.alias, c.bootstrap_servers, libs, nodes=c) for c in clusters]
+    finally:
+        for cluster in clusters:
+            cluster.stop()
 
 
 @contextmanager

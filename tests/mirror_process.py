@@ -7,18 +7,21 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import yaml
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirror.local.broker import free_port
 from tests.helpers import assert_eventually
 from tests.kafka_backends import KafkaCluster
+
+T = TypeVar("T")
 
 
 def write_config(
@@ -111,13 +114,31 @@ def source_ends(source: KafkaCluster, topics: list[str]) -> dict[tuple[str, int]
     metadata = admin.list_topics(timeout=30)
     reader = Consumer(source.properties(**{"group.id": "ends", "isolation.level": "read_committed"}))
     try:
+
+        def end(tp: TopicPartition) -> int:
+            return int(_retrying(lambda: reader.get_watermark_offsets(tp, timeout=30))[1])
+
         return {
-            (topic, p): reader.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+            (topic, p): end(TopicPartition(topic, p))
             for topic in topics
             for p in metadata.topics[topic].partitions
         }
     finally:
         reader.close()
+
+
+def _retrying(ask: Callable[[], T], timeout: float = 60) -> T:
+    """A partition's leader moving (new topics, a broker of a replicated cluster lost) is asked again."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return ask()
+        except KafkaException as exc:
+            error = exc.args[0]
+            moving = error.code() in (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
+            if not (moving or error.retriable()) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.5)
 
 
 def committed_positions(

@@ -11,6 +11,7 @@ from confluent_kafka import (
     IsolationLevel,
     KafkaError,
     KafkaException,
+    TopicCollection,
     TopicPartition,
 )
 from confluent_kafka.admin import (
@@ -32,7 +33,14 @@ from confluent_kafka.admin import (
 
 from mirror.errors import KafkaClientError
 from mirror.kafka.acl import TopicAcl
-from mirror.kafka.clients import COORDINATOR_CODES, STALE_LEADER_CODES, error_code, retrying, translate
+from mirror.kafka.clients import (
+    COORDINATOR_CODES,
+    STALE_LEADER_CODES,
+    error_code,
+    partition_error,
+    retrying,
+    translate,
+)
 
 TIMEOUT_SECONDS = 30.0
 
@@ -44,16 +52,46 @@ class TopicDescription:
 
 
 def list_topics(admin: AdminClient, *, what: str) -> dict[str, TopicDescription]:
-    """Every topic of a cluster with its partition count."""
-    try:
+    """Every topic of a cluster with its partition count.
+
+    A topic the answer lists with an error (other than "no such topic") exists but cannot be
+    described now: it is asked again, never left out, since callers take a missing topic for a
+    deleted one.
+    """
+
+    def ask() -> dict[str, TopicDescription]:
         metadata = admin.list_topics(timeout=TIMEOUT_SECONDS)
-    except KafkaException as exc:
-        raise translate(exc, f"listing topics of {what}") from exc
-    return {
-        name: TopicDescription(name, len(topic.partitions))
-        for name, topic in metadata.topics.items()
-        if topic.error is None
-    }
+        for topic in metadata.topics.values():
+            if topic.error is not None and topic.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise KafkaException(topic.error)
+        return {
+            name: TopicDescription(name, len(topic.partitions))
+            for name, topic in metadata.topics.items()
+            if topic.error is None
+        }
+
+    return retrying(ask, doing=f"listing topics of {what}")
+
+
+def topic_ids(admin: AdminClient, topics: Iterable[str], *, what: str) -> dict[str, str]:
+    """Each topic's ID (KIP-516), which a topic deleted and created again under the same name does
+    not keep; a topic the cluster says does not exist is absent. Any other failure raises."""
+    names = sorted(set(topics))
+    if not names:
+        return {}
+
+    def ask() -> dict[str, str]:
+        futures = admin.describe_topics(TopicCollection(names), request_timeout=TIMEOUT_SECONDS)
+        ids = {}
+        for name, future in futures.items():
+            try:
+                ids[name] = str(future.result(timeout=TIMEOUT_SECONDS).topic_id)
+            except KafkaException as exc:
+                if error_code(exc) != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    raise
+        return ids
+
+    return retrying(ask, doing=f"describing topics {', '.join(names[:3])} on {what}")
 
 
 def non_default_configs_of(
@@ -191,10 +229,21 @@ def _list_offsets(
     def ask() -> dict[Partition, int]:
         futures = admin.list_offsets(request, isolation_level=isolation, request_timeout=TIMEOUT_SECONDS)
         try:
-            return {
+            offsets = {
                 (tp.topic, tp.partition): future.result(timeout=TIMEOUT_SECONDS).offset
                 for tp, future in futures.items()
             }
+            # When a whole request to one leader fails (the broker just died), librdkafka answers
+            # its partitions with no offset (-1001) instead of an error: no answer, never "0".
+            unanswered = sorted(tp for tp, offset in offsets.items() if offset < 0)
+            if unanswered:
+                topic, partition = unanswered[0]
+                raise KafkaException(
+                    KafkaError(
+                        KafkaError.LEADER_NOT_AVAILABLE, f"{topic}-{partition}'s leader gave no offset"
+                    )
+                )
+            return offsets
         except KafkaException as exc:
             if error_code(exc) in STALE_LEADER_CODES:
                 # After a broker restart librdkafka (2.16) keeps sending the leader epoch it cached
@@ -241,14 +290,20 @@ def committed_with_metadata(
     request = [TopicPartition(topic, partition) for topic, partition in partitions]
     if not request:
         return {}
-    result = retrying(
-        lambda: consumer.committed(request, timeout=TIMEOUT_SECONDS), doing="reading committed positions"
-    )
-    return {
-        (tp.topic, tp.partition): (tp.offset, tp.metadata or "")
-        for tp in result
-        if tp.error is None and tp.offset >= 0
-    }
+
+    def ask() -> list[TopicPartition]:
+        result = consumer.committed(request, timeout=TIMEOUT_SECONDS)
+        # Per-partition errors come back inside the answer, not raised: a partition whose offset
+        # could not be read has an unknown position, not none (asked again, then raised).
+        failed = next((tp for tp in result if tp.error is not None), None)
+        if failed is not None:
+            raise partition_error(failed.error, failed.topic, failed.partition)
+        if len(result) != len(request):
+            raise KafkaException(KafkaError(KafkaError._PARTIAL, "not every partition's offset came back"))
+        return list(result)
+
+    result = retrying(ask, doing="reading committed positions")
+    return {(tp.topic, tp.partition): (tp.offset, tp.metadata or "") for tp in result if tp.offset >= 0}
 
 
 def commit_positions(consumer: Consumer, positions: Mapping[Partition, int]) -> None:

@@ -47,6 +47,10 @@ _TRANSIENT_CODES = {
     # A leader epoch the client cached before a broker restarted (admin._list_offsets refreshes it).
     KafkaError.FENCED_LEADER_EPOCH,
     KafkaError.UNKNOWN_LEADER_EPOCH,
+    # A transactional offset commit not decided yet (its coordinator or a broker just restarted),
+    # and a new leader whose high watermark is still behind: answers later, never "none".
+    KafkaError.UNSTABLE_OFFSET_COMMIT,
+    KafkaError.OFFSET_NOT_AVAILABLE,
 }
 STALE_LEADER_CODES = {KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH}
 
@@ -182,6 +186,14 @@ def retrying(
         except TimeoutError as exc:  # a future's result(timeout=...): the cluster did not answer
             raise KafkaClientError(f"{doing}: no answer in time; {_hint(None)}") from exc
         time.sleep(0.2)
+
+
+def partition_error(error: KafkaError, topic: str, partition: int) -> KafkaException:
+    """A per-partition error of an answer as an exception naming the partition (retrying() asks
+    again where the code is transient)."""
+    return KafkaException(
+        KafkaError(error.code(), f"{topic}-{partition}: {error.str()}", retriable=error.retriable())
+    )
 
 
 def error_code(exc: KafkaException) -> int | None:

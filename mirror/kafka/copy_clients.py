@@ -65,6 +65,9 @@ def remote_reader(properties: dict[str, str], group_id: str) -> Consumer:
             "enable.auto.commit": "false",
             "isolation.level": "read_committed",
             "enable.partition.eof": "true",
+            # An offset the partition no longer holds must fail the read, not jump to the end
+            # (which would read as "empty").
+            "auto.offset.reset": "error",
         }
     )
 

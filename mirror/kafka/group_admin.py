@@ -5,13 +5,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import (
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription
 
 from mirror.errors import KafkaClientError
 from mirror.kafka.admin import TIMEOUT_SECONDS, Partition
-from mirror.kafka.clients import COORDINATOR_CODES, retrying
+from mirror.kafka.clients import COORDINATOR_CODES, partition_error, retrying
 
 WRITE_RETRY_SECONDS = 5.0
 
@@ -24,10 +31,16 @@ class CommittedOffset:
 
 def list_group_ids(admin: AdminClient, *, what: str) -> list[str]:
     """Every consumer group the cluster knows, sorted."""
-    result = retrying(
-        lambda: admin.list_consumer_groups(request_timeout=TIMEOUT_SECONDS).result(timeout=TIMEOUT_SECONDS),
-        doing=f"listing consumer groups of {what}",
-    )
+
+    def ask() -> Any:
+        result = admin.list_consumer_groups(request_timeout=TIMEOUT_SECONDS).result(timeout=TIMEOUT_SECONDS)
+        # Each broker answers for the groups it coordinates: one that did not answer (down, still
+        # loading) would leave its groups out of the list, as if they did not exist.
+        if result.errors:
+            raise KafkaException(result.errors[0])
+        return result
+
+    result = retrying(ask, doing=f"listing consumer groups of {what}")
     return sorted(listing.group_id for listing in result.valid or [])
 
 
@@ -44,7 +57,13 @@ def group_offsets(
             )[group]
             for group in groups
         }
-        return {group: future.result(timeout=TIMEOUT_SECONDS) for group, future in futures.items()}
+        answers = {group: future.result(timeout=TIMEOUT_SECONDS) for group, future in futures.items()}
+        for answer in answers.values():
+            # A partition whose offset could not be read is not one without an offset.
+            failed = next((tp for tp in answer.topic_partitions or [] if _unread(tp.error)), None)
+            if failed is not None:
+                raise partition_error(failed.error, failed.topic, failed.partition)
+        return answers
 
     answers = retrying(ask, doing=f"listing consumer group offsets on {what}")
     return {
@@ -55,6 +74,11 @@ def group_offsets(
         }
         for group, answer in answers.items()
     }
+
+
+def _unread(error: KafkaError | None) -> bool:
+    """An error other than "no such topic" (a definite answer: nothing to list) left it unread."""
+    return error is not None and error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART
 
 
 def groups_with_members(admin: AdminClient, groups: Iterable[str], *, what: str) -> set[str]:

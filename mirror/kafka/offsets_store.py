@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Mapping
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -32,7 +33,16 @@ def read_to_end(
         end_offsets = _high_watermarks(end_reader, partitions, timeout_seconds)
     finally:
         end_reader.close()
-    reader = consumer({**base, "isolation.level": "read_committed", "enable.partition.eof": "true"})
+    reader = consumer(
+        {
+            **base,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": "true",
+            # An offset gone under the reader must fail the read: skipping to the end would leave
+            # positions out, and a partition without one counts as never copied.
+            "auto.offset.reset": "error",
+        }
+    )
     try:
         pending = {tp.partition: end for tp, end in end_offsets.items() if end > 0}
         reader.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
@@ -62,15 +72,19 @@ def read_to_end(
 
 
 def _partitions(reader: Consumer, topic: str, timeout_seconds: float) -> list[TopicPartition]:
-    try:
-        metadata = reader.list_topics(topic, timeout=timeout_seconds)
-    except KafkaException as exc:
-        raise translate(exc, f"listing offsets topic {topic}") from exc
-    described = metadata.topics.get(topic)
-    if described is None or described.error is not None:
-        reason = described.error.str() if described is not None and described.error else "not found"
+    def ask() -> Any:
+        described = reader.list_topics(topic, timeout=timeout_seconds).topics.get(topic)
+        if described is not None and described.error is not None:
+            # Not found is an answer; any other error (a leader moving) is asked again.
+            if described.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise KafkaException(described.error)
+            return None
+        return described
+
+    described = retrying(ask, doing=f"listing offsets topic {topic}", timeout_seconds=timeout_seconds)
+    if described is None:
         raise KafkaClientError(
-            f"offsets topic {topic}: {reason}; create it or check the flow's offsets topic"
+            f"offsets topic {topic}: not found; create it or check the flow's offsets topic"
         )
     return [TopicPartition(topic, p) for p in sorted(described.partitions)]
 

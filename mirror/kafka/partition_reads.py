@@ -5,7 +5,9 @@ from __future__ import annotations
 import time
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
 
+from mirror.kafka.admin import high_watermarks
 from mirror.kafka.transactions import RetriableError, call, classify
 
 STALL_SECONDS = 60.0
@@ -20,13 +22,25 @@ def watermarks(reader: Consumer, topic: str, partition: int, *, doing: str) -> t
     return int(low), int(high)
 
 
-def holds_no_committed_record(reader: Consumer, topic: str, partition: int, *, where: str) -> bool:
-    """True if the partition has no committed record (aborted ones and markers do not count).
+def holds_no_committed_record(
+    reader: Consumer, admin: AdminClient, topic: str, partition: int, *, where: str
+) -> bool:
+    """True only if the partition definitely has no committed record (aborted ones and markers do
+    not count); RetriableError while that cannot be told yet.
 
-    `reader` must be read_committed with enable.partition.eof.
+    `reader` must be read_committed with enable.partition.eof. A transaction not decided yet (its
+    markers wait for a new leader after a broker was lost) holds the read_committed end back at its
+    first record, so that end alone would make a partition full of records look empty: the log's
+    end, undecided records included, must agree with it first.
     """
-    low, high = watermarks(reader, topic, partition, doing=f"{where}: reading {topic}'s watermarks")
-    if high <= low:
+    low, stable = watermarks(reader, topic, partition, doing=f"{where}: reading {topic}'s watermarks")
+    end = high_watermarks(admin, [(topic, partition)])[(topic, partition)]
+    if end > stable:
+        raise RetriableError(
+            f"{where}: {topic}-{partition} holds a transaction not decided yet (offsets {stable}..{end}); "
+            "waiting for its markers"
+        )
+    if end <= low:
         return True
     reader.assign([TopicPartition(topic, partition, low)])
     deadline = time.monotonic() + STALL_SECONDS
@@ -37,7 +51,10 @@ def holds_no_committed_record(reader: Consumer, topic: str, partition: int, *, w
                 if error is None:
                     return False
                 if error.code() == KafkaError._PARTITION_EOF:
-                    return True
+                    if message.offset() >= stable:
+                        return True
+                    # A new leader's end lags for a moment after an election: not the end.
+                    continue
                 raise classify(KafkaException(error), f"{where}: reading {topic}")
     finally:
         reader.unassign()

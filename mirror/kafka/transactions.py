@@ -189,5 +189,9 @@ def committed_metadata(reader: Consumer, topic: str, partition: int, doing: str)
     `reader` reads read_committed where the metadata is written in transactions (the flow mark).
     """
     (committed,) = call(lambda: reader.committed([TopicPartition(topic, partition)], timeout=30), doing)
+    if committed.error is not None:
+        # An offset that could not be read (a renewal not decided yet, a coordinator loading) is
+        # no "nothing committed": that would read as a flow no one owns.
+        raise classify(KafkaException(committed.error), doing)
     metadata: str | None = committed.metadata
     return metadata

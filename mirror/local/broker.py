@@ -1,4 +1,5 @@
-"""One single-node KRaft Apache Kafka cluster as a local JVM process on 127.0.0.1."""
+"""One KRaft Apache Kafka node (broker and controller in one JVM) as a local process on 127.0.0.1:
+a single-node cluster by itself, or one node of a replicated cluster (mirror.local.cluster)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,27 @@ SINGLE_NODE_SETTINGS: Mapping[str, str] = {
     "group.initial.rebalance.delay.ms": "0",
     # Replicating into a topic that does not exist must be an error we report, not a silent create.
     "auto.create.topics.enable": "false",
+}
+
+# A replicated cluster as operators run them: RF 3 and min ISR 2 for internal and new topics, so
+# one node may be down while every partition still takes writes.
+REPLICATED_SETTINGS: Mapping[str, str] = {
+    "offsets.topic.replication.factor": "3",
+    "offsets.topic.num.partitions": "10",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+    "transaction.state.log.num.partitions": "10",
+    "share.coordinator.state.topic.replication.factor": "3",
+    "share.coordinator.state.topic.min.isr": "2",
+    "min.insync.replicas": "2",
+    "default.replication.factor": "3",
+    "group.initial.rebalance.delay.ms": "0",
+    "auto.create.topics.enable": "false",
+    # Six JVMs share two cores here: fewer threads each than a production node needs.
+    "num.network.threads": "2",
+    "num.io.threads": "4",
+    "num.replica.fetchers": "1",
+    "background.threads": "4",
 }
 
 
@@ -160,10 +182,19 @@ class BrokerSpec:
     overrides: Mapping[str, str] = field(default_factory=dict)
     sasl: SaslUsers | None = None
     tls: TlsFiles | None = None  # an SSL listener (SASL_SSL with `sasl`) instead of a plaintext one
+    # One node of a replicated cluster: its id, every voter's (id, controller port), and the id all
+    # nodes are formatted with. Alone (the default), the node is the whole cluster.
+    node_id: int = 1
+    voters: tuple[tuple[int, int], ...] = ()
+    cluster_id: str | None = None
 
     @property
     def bootstrap_servers(self) -> str:
         return f"{HOST}:{self.port}"
+
+    @property
+    def replicated(self) -> bool:
+        return len(self.voters) > 1
 
     @property
     def listener(self) -> str:
@@ -235,15 +266,18 @@ class LocalBroker:
         listener = spec.listener
         settings = {
             "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@{HOST}:{spec.controller_port}",
+            "node.id": str(spec.node_id),
+            "controller.quorum.voters": ",".join(
+                f"{node}@{HOST}:{port}"
+                for node, port in spec.voters or ((spec.node_id, spec.controller_port),)
+            ),
             "listeners": f"{listener}://{HOST}:{spec.port},CONTROLLER://{HOST}:{spec.controller_port}",
             "advertised.listeners": f"{listener}://{HOST}:{spec.port}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": listener,
             "listener.security.protocol.map": f"{listener}:{listener},CONTROLLER:PLAINTEXT",
             "log.dirs": str(spec.data_dir.resolve()),
-            **SINGLE_NODE_SETTINGS,
+            **(REPLICATED_SETTINGS if spec.replicated else SINGLE_NODE_SETTINGS),
             **(spec.sasl.broker_settings(listener) if spec.sasl is not None else {}),
             **(spec.tls.broker_settings() if spec.tls is not None else {}),
             **spec.overrides,
@@ -259,7 +293,7 @@ class LocalBroker:
             return
         command = [
             *self._jvm_args(), "kafka.tools.StorageTool", "format",
-            f"--cluster-id={_new_cluster_id()}", "-c", str(self.spec.properties_file),
+            f"--cluster-id={self.spec.cluster_id or new_cluster_id()}", "-c", str(self.spec.properties_file),
             *(self.spec.sasl.scram_arguments() if self.spec.sasl is not None else []),
         ]  # fmt: skip
         result = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -294,14 +328,14 @@ class LocalBroker:
         while True:
             if self._process is not None and self._process.poll() is not None:
                 raise LocalClusterError(
-                    f"cluster {self.spec.alias}: the broker exited with code "
+                    f"cluster {self.spec.alias}: broker {self.spec.node_id} exited with code "
                     f"{self._process.returncode} while "
                     f"starting; see {self.spec.log_dir / 'server.log'}"
                 )
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise LocalClusterError(
-                    f"cluster {self.spec.alias}: the broker did not answer on "
+                    f"cluster {self.spec.alias}: broker {self.spec.node_id} did not answer on "
                     f"{self.bootstrap_servers} within "
                     f"{timeout_seconds:g}s; see {self.spec.log_dir / 'server.log'}"
                 )
@@ -317,6 +351,12 @@ class LocalBroker:
             self._process.kill()
             self._process.wait(timeout=30)
             self._process = None
+
+    def terminate(self) -> None:
+        """SIGTERM without waiting: stop() then waits (several nodes shut down side by side)."""
+        if self._process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                self._process.send_signal(signal.SIGTERM)
 
     def stop(self, timeout_seconds: float = 30.0) -> None:
         if self._process is not None:
@@ -364,7 +404,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _new_cluster_id() -> str:
+def new_cluster_id() -> str:
     """A Kafka-style cluster id: 16 random bytes, URL-safe base64, never starting with '-'.
 
     Kafka's own Uuid.randomUuid() redraws ids that start with '-' because command-line parsers

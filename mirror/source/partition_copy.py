@@ -45,6 +45,8 @@ class PartitionCopy:
     last_downstream: int = -1
     # Seen re-created while the task ran: its stored position describes the deleted topic.
     recreated: bool = False
+    # The remote topic's ID (KIP-516) when the task last read its positions, committed with them.
+    remote_topic_id: str | None = None
     truncated: int = 0
 
     def __post_init__(self) -> None:

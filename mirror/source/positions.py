@@ -19,10 +19,27 @@ from mirror.kafka.source_offsets import CONNECTOR_NAME, decode_key, decode_value
 log = logging.getLogger(__name__)
 
 
+def position_metadata(landed: int, topic_id: str | None) -> str:
+    """A position's metadata, written with it in each copy transaction: where the partition's last
+    copied record landed on the target (`d=`) and the ID of the remote topic it landed in (`t=`),
+    which tells a remote topic deleted and re-created since from the same topic (KIP-516)."""
+    return f"d={landed}" + (f";t={topic_id}" if topic_id else "")
+
+
+def _fields(metadata: str) -> dict[str, str]:
+    return dict(field.split("=", 1) for field in metadata.split(";") if "=" in field)
+
+
 def landed_offset(metadata: str) -> int:
-    """Where a partition's last copied record landed on the target, from its position's metadata
-    (`d=<offset>`, written with the position in each copy transaction); -1 if it does not say."""
-    return int(metadata[2:]) if metadata.startswith("d=") and metadata[2:].isdigit() else -1
+    """Where a partition's last copied record landed on the target, from its position's metadata;
+    -1 if it does not say (written by MM2, `mirror offsets`, or a build before `d=`)."""
+    landed = _fields(metadata).get("d", "")
+    return int(landed) if landed.isdigit() else -1
+
+
+def recorded_topic_id(metadata: str) -> str | None:
+    """The remote topic's ID the flow last committed this position for; None if not recorded."""
+    return _fields(metadata).get("t") or None
 
 
 def reconcile_positions(settings: FlowSettings, replicated: Collection[tuple[str, int]]) -> int:

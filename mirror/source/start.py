@@ -5,6 +5,12 @@ older holder of its transactional id fenced), what it says was committed was cop
 without a position is either new to the assignment (it starts where the source consumer's
 auto.offset.reset says: its earliest offset, or with `latest` its end) or its remote topic was
 deleted on the target, which made Kafka drop the group's offsets for it.
+
+A remote topic counts as deleted and re-created only on positive proof (docs/reliability.md):
+its topic ID differs from the one committed with the position, or Kafka removed the position and
+the remote partition holds nothing at all. A read that fails, times out or cannot be decided yet
+(a partition without a leader, a transaction whose markers are pending) is asked again, never
+taken for an empty partition or a lost position.
 """
 
 from __future__ import annotations
@@ -17,12 +23,19 @@ from confluent_kafka.admin import AdminClient
 
 from mirror.config.flow_settings import FlowSettings
 from mirror.errors import KafkaClientError, RemoteTopicDeletedError, SourceTruncatedError
-from mirror.kafka.admin import committed_with_metadata, earliest_offsets, last_stable_offsets
+from mirror.kafka.admin import (
+    committed_with_metadata,
+    earliest_offsets,
+    high_watermarks,
+    last_stable_offsets,
+    topic_ids,
+)
 from mirror.kafka.offsets_store import read_to_end
 from mirror.kafka.partition_reads import holds_no_committed_record, seek, watermarks
 from mirror.kafka.source_offsets import CONNECTOR_NAME, decode_key, decode_value
+from mirror.kafka.transactions import RetriableError
 from mirror.source.partition_copy import PartitionCopy
-from mirror.source.positions import landed_offset
+from mirror.source.positions import landed_offset, recorded_topic_id
 
 log = logging.getLogger(__name__)
 Report = Callable[[str, str], None]  # (event kind, one-line message) for the driver's output
@@ -38,9 +51,22 @@ def read_positions(
     target_admin: AdminClient,
     report: Report,
 ) -> None:
-    """Set every partition's position from the target; what had none starts per auto.offset.reset."""
+    """Set every partition's position from the target; what had none starts per auto.offset.reset.
+
+    Every read here either answers for every partition or raises (RetriableError, KafkaClientError:
+    the task waits and reads again): a partition whose leader, coordinator or log cannot be read
+    now is never taken for one without a position, an empty one or a re-created one.
+    """
     committed = committed_with_metadata(positions, [(p.remote_topic, p.partition) for p in parts])
-    recreated = _recreated(parts, committed, target_admin)
+    ids = topic_ids(target_admin, {part.remote_topic for part in parts}, what=settings.target)
+    for part in parts:
+        if part.remote_topic not in ids:
+            raise RetriableError(
+                f"{part.where()}: {part.remote_topic} does not exist on {settings.target} (yet); "
+                "waiting for topic sync to create it"
+            )
+        part.remote_topic_id = ids[part.remote_topic]
+    recreated = _recreated(settings, parts, committed, target_admin)
     missing = [p for p in parts if (p.remote_topic, p.partition) not in committed or p in recreated]
     for part in parts:
         found = committed.get((part.remote_topic, part.partition))
@@ -52,10 +78,10 @@ def read_positions(
     if not missing:
         return
     earliest = earliest_offsets(source_admin, [(p.topic, p.partition) for p in missing])
-    for part in recreated:
-        # Kafka may keep a deleted topic's group offsets for a while; the remote partition's end says.
+    for part, proof in recreated.items():
+        # Kafka may keep a deleted topic's group offsets for a while; the topic's ID says.
         part.recreated, part.last_downstream, part.committed = False, -1, None
-        part.position = _recopy(settings, part, earliest[(part.topic, part.partition)], report)
+        part.position = _recopy(settings, part, earliest[(part.topic, part.partition)], proof, report)
     missing = [part for part in missing if part not in recreated]
     start = _new_partition_starts(settings, source_admin, missing, earliest)
     stored: dict[tuple[str, int], int] | None = None
@@ -72,8 +98,16 @@ def read_positions(
             # Never copied: a new partition, or a flow's first start. The task's first commit
             # stores this position, so a restart goes on from it rather than from a later end.
             part.position = start[(part.topic, part.partition)]
-        elif holds_no_committed_record(remote, part.remote_topic, part.partition, where=part.where()):
-            part.position = _recopy(settings, part, low, report)
+        elif holds_no_committed_record(
+            remote, target_admin, part.remote_topic, part.partition, where=part.where()
+        ):
+            # Kafka removes a group's offsets for a topic when the topic is deleted; with the remote
+            # partition holding nothing at all, the copy was deleted and the topic made again.
+            proof = (
+                "holds no record and Kafka removed the flow's position for it "
+                f"(topic ID {part.remote_topic_id})"
+            )
+            part.position = _recopy(settings, part, low, proof, report)
         elif (part.topic, part.partition) in stored:
             part.position = stored[(part.topic, part.partition)]
             log.warning("%s: position taken from %s: %d", part.where(), settings.offsets_topic, part.position)
@@ -115,32 +149,48 @@ def _stored_positions(settings: FlowSettings) -> dict[tuple[str, int], int]:
 
 
 def _recreated(
+    settings: FlowSettings,
     parts: Collection[PartitionCopy],
     committed: dict[tuple[str, int], tuple[int, str]],
     target_admin: AdminClient,
-) -> set[PartitionCopy]:
-    """Partitions whose remote partition ends below where the flow's last record for it landed."""
-    landed = {}
+) -> dict[PartitionCopy, str]:
+    """Partitions whose remote topic was deleted and re-created since their position was committed,
+    each with its proof; only positive proof counts:
+    - the topic ID the position was committed for is not the remote topic's ID now (KIP-516);
+    - without a recorded ID (a position written by an older build, MM2 or `mirror offsets`): the
+      remote partition's log, undecided records included, ends at or below where the flow's last
+      record landed. Its read_committed end is no proof: a transaction whose markers wait for a
+      new leader holds it back at its first record, which can be the landed record itself;
+    - records of this task landed below earlier ones while it ran (part.recreated).
+    """
+    proofs: dict[PartitionCopy, str] = {}
+    unrecorded: dict[PartitionCopy, int] = {}
     for part in parts:
         found = committed.get((part.remote_topic, part.partition))
-        if found is not None:
-            landed[part] = landed_offset(found[1])
-    suspects = {part for part, end in landed.items() if end >= 0}
-    ends = (
-        last_stable_offsets(target_admin, [(p.remote_topic, p.partition) for p in suspects])
-        if suspects
-        else {}
-    )
-    found_lower = {
-        part for part in suspects if ends.get((part.remote_topic, part.partition), 0) <= landed[part]
-    }
-    return found_lower | {part for part in parts if part.recreated}
+        if part.recreated:
+            proofs[part] = "took records at offsets below ones this task had copied into it"
+        if found is None:
+            continue
+        recorded = recorded_topic_id(found[1])
+        if recorded is not None and recorded != part.remote_topic_id:
+            proofs[part] = (
+                f"is a new topic (topic ID {part.remote_topic_id}; the flow copied into {recorded})"
+            )
+        elif recorded is None and landed_offset(found[1]) >= 0:
+            unrecorded[part] = landed_offset(found[1])
+    if unrecorded:
+        ends = high_watermarks(target_admin, [(p.remote_topic, p.partition) for p in unrecorded])
+        for part, landed in unrecorded.items():
+            end = ends[(part.remote_topic, part.partition)]
+            if end <= landed:
+                proofs[part] = f"ends at offset {end}, below where the flow's last record landed ({landed})"
+    return proofs
 
 
-def _recopy(settings: FlowSettings, part: PartitionCopy, low: int, report: Report) -> int:
+def _recopy(settings: FlowSettings, part: PartitionCopy, low: int, proof: str, report: Report) -> int:
     message = (
-        f"{part.where()}: {part.remote_topic}-{part.partition} on {settings.target} holds no record "
-        "and the flow's position for it is gone: the remote topic was deleted or re-created"
+        f"{part.where()}: {part.remote_topic}-{part.partition} on {settings.target} {proof}: "
+        "the remote topic was deleted and re-created"
     )
     if settings.on_remote_topic_deleted == "fail":
         raise RemoteTopicDeletedError(
@@ -151,17 +201,24 @@ def _recopy(settings: FlowSettings, part: PartitionCopy, low: int, report: Repor
     report(
         "recopied",
         f"flow {settings.name}: {part.remote_topic}-{part.partition} on {settings.target} had been deleted "
-        f"or re-created empty; copying {part.topic}-{part.partition} into it again from offset {low}",
+        f"or re-created; copying {part.topic}-{part.partition} into it again from offset {low}",
     )
     return low
 
 
-def skip_lost_records(settings: FlowSettings, part: PartitionCopy, source: Consumer, report: Report) -> int:
+def skip_lost_records(
+    settings: FlowSettings, part: PartitionCopy, source: Consumer, source_admin: AdminClient, report: Report
+) -> int:
     """The source no longer has the partition's position: retention deleted records before they were
     copied, or the topic was deleted and re-created. Returns where copying goes on, per
     `on_source_truncation`; the records skipped are counted and reported, never skipped silently."""
-    low, high = watermarks(
+    low, stable = watermarks(
         source, part.topic, part.partition, doing=f"{part.where()}: reading the source watermarks"
+    )
+    # The log's end, undecided transactions included: the read_committed end lags behind it while
+    # a transaction's markers wait (a leader moving), which is no proof of a shorter log.
+    high = max(
+        stable, high_watermarks(source_admin, [(part.topic, part.partition)])[(part.topic, part.partition)]
     )
     position = part.position
     if low <= position <= high:

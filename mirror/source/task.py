@@ -267,7 +267,9 @@ class _CopyTask:
             if error.out_of_range:
                 if part.upstream:
                     part.position = part.upstream[-1] + 1
-                part.position = skip_lost_records(self.settings, part, self.source, self._report)
+                part.position = skip_lost_records(
+                    self.settings, part, self.source, self._source_admin(), self._report
+                )
                 seek_to_position(self.source, part)
             elif error.retriable:
                 # librdkafka keeps fetching the partition (a leader moving, a topic being deleted

@@ -25,6 +25,7 @@ from mirror.kafka.source_offsets import SourcePartition, encode_key, encode_valu
 from mirror.kafka.transactions import AbortableError, RetriableError, call, classify, commit, send_offsets
 from mirror.kafka.wire import OffsetSync
 from mirror.source.partition_copy import PartitionCopy
+from mirror.source.positions import position_metadata
 from mirror.source.stats import TaskStats
 
 FLUSH_SECONDS = 60.0
@@ -82,11 +83,14 @@ def _write_positions(
 ) -> None:
     """The moved positions, in Connect's offsets topic and the positions group; then the commit."""
     producer, where = writers.producer, f"flow {settings.name}"
-    # The metadata keeps where the partition's last record landed: a task that opens later can tell
-    # a remote topic re-created since (it ends below that) even if Kafka kept the group's offsets.
+    # The metadata keeps where the partition's last record landed and the remote topic's ID: a task
+    # that opens later can tell a remote topic re-created since even if Kafka kept the group's offsets.
     positions = [
         TopicPartition(
-            part.remote_topic, part.partition, part.position, metadata=f"d={part.downstream_end()}"
+            part.remote_topic,
+            part.partition,
+            part.position,
+            metadata=position_metadata(part.downstream_end(), part.remote_topic_id),
         )
         for part in moved
     ]

@@ -15,14 +15,14 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError
 from confluent_kafka.admin import AdminClient
 
 from mirror.checkpoint import task
 from mirror.checkpoint.checkpoints import CheckpointStore, plan_group_sync
 from mirror.checkpoint.task import CheckpointRow, _FlowState, _translate
 from mirror.config.flow_settings import FlowSettings
-from mirror.errors import NotAuthorizedError
+from mirror.errors import MirrorError, NotAuthorizedError
 from mirror.kafka.group_admin import CommittedOffset, group_offsets
 from mirror.kafka.tail import PartitionTail, TailRecord
 from mirror.kafka.wire import Checkpoint, OffsetSync
@@ -203,14 +203,14 @@ def test_a_negative_upstream_offset_gets_no_checkpoint() -> None:
     assert _translate(state, committed("g", ("orders", 0, -1), ("orders", 0, OFFSET_INVALID))) == []
 
 
-def test_missing_negative_and_failed_committed_offsets_are_left_out_of_a_groups_listing() -> None:
+def test_missing_negative_and_deleted_topics_committed_offsets_are_left_out_of_a_groups_listing() -> None:
     offsets = listed(
         {
             "g": [
                 ListedOffset("orders", 0, 10, metadata=None),
                 ListedOffset("orders", 1, -1),  # reset to -1 by a non-Java client
                 ListedOffset("orders", 2, OFFSET_INVALID),  # no offset committed
-                ListedOffset("orders", 3, 10, error="UNKNOWN_TOPIC_OR_PARTITION"),
+                ListedOffset("orders", 3, 10, error=KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)),
                 ListedOffset("payments", 0, 0, metadata="m"),
             ],
             "empty": [],
@@ -220,6 +220,16 @@ def test_missing_negative_and_failed_committed_offsets_are_left_out_of_a_groups_
         "g": {("orders", 0): CommittedOffset(10, ""), ("payments", 0): CommittedOffset(0, "m")},
         "empty": {},
     }
+
+
+def test_a_committed_offset_that_could_not_be_read_fails_the_listing_instead_of_being_left_out() -> None:
+    # Left out, the partition would look uncommitted: a target group synced without it, a
+    # migration moving the group without it.
+    unread = ListedOffset(
+        "orders", 1, OFFSET_INVALID, error=KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    )
+    with pytest.raises(MirrorError, match="orders"):
+        listed({"g": [ListedOffset("orders", 0, 10), unread]})
 
 
 def test_topics_the_flow_does_not_copy_get_no_checkpoint() -> None:

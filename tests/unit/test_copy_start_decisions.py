@@ -1,0 +1,266 @@
+"""Where a copy task starts each partition, when the reads it decides from fail, come back partial
+or cannot be decided yet: never a re-copy, never a skip (mirror.source.start).
+
+The clients are fakes answering as confluent-kafka does; what they answer is what a 3-broker
+target said while one broker was down (tests/reliability/test_broker_loss.py runs it for real).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from mirror.config.flow_settings import FlowSettings
+from mirror.errors import MirrorError
+from mirror.kafka.transactions import RetriableError
+from mirror.source.partition_copy import PartitionCopy
+from mirror.source.positions import landed_offset, position_metadata, recorded_topic_id
+from mirror.source.start import read_positions, skip_lost_records
+
+TOPIC_ID = "AAAAAAAAAAEAAAAAAAAAAg"
+NEW_TOPIC_ID = "AAAAAAAAAAMAAAAAAAAABA"
+
+
+def flow(**changes: Any) -> FlowSettings:
+    return FlowSettings(
+        source="A",
+        target="B",
+        source_consumer={},
+        source_admin={},
+        source_producer={},
+        target_producer={},
+        target_consumer={},
+        target_admin={},
+        topics=["orders"],
+        topics_exclude=[],
+        **changes,
+    )
+
+
+def part(partition: int = 0) -> PartitionCopy:
+    return PartitionCopy("A->B", "orders", partition, "A.orders", 100)
+
+
+@dataclass
+class FakePositions:
+    """The positions group's committed offsets: (offset, metadata), or a KafkaError per partition."""
+
+    committed_offsets: Mapping[int, tuple[int, str] | KafkaError]
+
+    def committed(self, request: list[TopicPartition], timeout: float) -> list[SimpleNamespace]:
+        # What librdkafka hands back: every partition, each with its offset or its error.
+        answer = []
+        for tp in request:
+            found = self.committed_offsets.get(tp.partition)
+            error = found if isinstance(found, KafkaError) else None
+            offset, metadata = found if isinstance(found, tuple) else (OFFSET_INVALID, None)
+            answer.append(
+                SimpleNamespace(
+                    topic=tp.topic, partition=tp.partition, offset=offset, metadata=metadata, error=error
+                )
+            )
+        return answer
+
+
+def _done(value: Any) -> Future[Any]:
+    future: Future[Any] = Future()
+    if isinstance(value, BaseException):
+        future.set_exception(value)
+    else:
+        future.set_result(value)
+    return future
+
+
+@dataclass
+class FakeAdmin:
+    """Topic IDs, and ends per partition: the log's end (read_uncommitted) and the read_committed
+    end, which a transaction whose markers are pending holds back."""
+
+    ids: Mapping[str, str]
+    end: Mapping[int, int] = field(default_factory=dict)
+    stable: Mapping[int, int] = field(default_factory=dict)
+    earliest: int = 0
+    asked_ends: int = 0
+
+    def describe_topics(self, topics: Any, **_: object) -> dict[str, Future[Any]]:
+        return {
+            name: _done(SimpleNamespace(topic_id=self.ids[name]))
+            if name in self.ids
+            else _done(KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)))
+            for name in topics.topic_names
+        }
+
+    def list_offsets(self, request: Mapping[TopicPartition, Any], **kwargs: Any) -> dict[TopicPartition, Any]:
+        self.asked_ends += 1
+        committed = "READ_COMMITTED" in str(kwargs.get("isolation_level"))
+        answers = {}
+        for tp, spec in request.items():
+            if type(spec).__name__ == "EarliestSpec":
+                offset = self.earliest
+            else:
+                offset = (self.stable if committed else self.end).get(tp.partition, 0)
+            answers[tp] = _done(SimpleNamespace(offset=offset))
+        return answers
+
+
+class NoRemoteReads:
+    """A remote reader a decision must not need."""
+
+    def get_watermark_offsets(self, *_: object, **__: object) -> tuple[int, int]:
+        raise AssertionError("the remote partition was read")
+
+
+def start(
+    parts: list[PartitionCopy],
+    positions: FakePositions,
+    target: FakeAdmin,
+    *,
+    settings: FlowSettings | None = None,
+    remote: object | None = None,
+) -> list[tuple[str, str]]:
+    reports: list[tuple[str, str]] = []
+    read_positions(
+        settings or flow(),
+        parts,
+        positions=cast(Consumer, positions),
+        source_admin=cast(AdminClient, FakeAdmin({}, earliest=0)),
+        remote=cast(Consumer, remote or NoRemoteReads()),
+        target_admin=cast(AdminClient, target),
+        report=lambda kind, message: reports.append((kind, message)),
+    )
+    return reports
+
+
+def test_a_position_carries_where_its_last_record_landed_and_the_remote_topics_id() -> None:
+    metadata = position_metadata(41, TOPIC_ID)
+    assert landed_offset(metadata) == 41
+    assert recorded_topic_id(metadata) == TOPIC_ID
+    # Written before topic IDs, by MM2 or `mirror offsets`: no ID, and maybe no landing either.
+    assert (landed_offset("d=41"), recorded_topic_id("d=41")) == (41, None)
+    assert (landed_offset(""), recorded_topic_id("")) == (-1, None)
+
+
+def test_a_transaction_whose_markers_wait_for_a_new_leader_is_no_proof_of_a_recreated_topic() -> None:
+    # The broker-loss bug: the last copied record landed at 41 in a committed transaction whose
+    # marker waits for the partition's new leader, so the read_committed end is held at 30.
+    parts = [part()]
+    target = FakeAdmin({"A.orders": TOPIC_ID}, end={0: 43}, stable={0: 30})
+    reports = start(parts, FakePositions({0: (500, position_metadata(41, TOPIC_ID))}), target)
+    assert reports == []
+    assert parts[0].position == 500
+    assert parts[0].remote_topic_id == TOPIC_ID
+
+
+def test_a_position_without_a_topic_id_is_judged_by_the_logs_end_not_the_read_committed_end() -> None:
+    parts = [part()]
+    target = FakeAdmin({"A.orders": TOPIC_ID}, end={0: 43}, stable={0: 30})
+    assert start(parts, FakePositions({0: (500, "d=41")}), target) == []
+    assert parts[0].position == 500
+
+
+def test_a_remote_topic_with_another_id_was_re_created_and_is_copied_again() -> None:
+    parts = [part()]
+    target = FakeAdmin({"A.orders": NEW_TOPIC_ID}, end={0: 0}, stable={0: 0})
+    reports = start(parts, FakePositions({0: (500, position_metadata(41, TOPIC_ID))}), target)
+    assert parts[0].position == 0
+    assert [kind for kind, _ in reports] == ["recopied"]
+    assert target.asked_ends == 0  # the topic ID is the proof: the remote end needs no read
+
+
+def test_a_re_created_remote_topic_stops_the_flow_when_so_configured_naming_the_proof() -> None:
+    settings = flow(on_remote_topic_deleted="fail")
+    target = FakeAdmin({"A.orders": NEW_TOPIC_ID})
+    with pytest.raises(MirrorError, match=f"is a new topic.*{NEW_TOPIC_ID}.*{TOPIC_ID}"):
+        start([part()], FakePositions({0: (500, position_metadata(41, TOPIC_ID))}), target, settings=settings)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [KafkaError.UNSTABLE_OFFSET_COMMIT, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.NOT_COORDINATOR],
+)
+def test_a_position_that_could_not_be_read_is_no_missing_position(
+    code: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("mirror.kafka.clients.time.sleep", lambda _: None)
+    monkeypatch.setattr("mirror.kafka.clients.time.monotonic", iter(range(0, 10_000, 10)).__next__)
+    parts = [part(0), part(1)]
+    positions = FakePositions({0: (500, position_metadata(41, TOPIC_ID)), 1: KafkaError(code)})
+    with pytest.raises(MirrorError, match=r"A\.orders-1"):
+        start(parts, positions, FakeAdmin({"A.orders": TOPIC_ID}))
+    assert [p.position for p in parts] == [0, 0]  # nothing decided, nothing re-copied
+
+
+def test_a_remote_topic_missing_from_the_cluster_is_waited_for() -> None:
+    with pytest.raises(RetriableError, match=r"A\.orders does not exist on B"):
+        start([part()], FakePositions({0: (500, position_metadata(41, TOPIC_ID))}), FakeAdmin({}))
+
+
+def test_a_leader_that_gave_no_offset_is_asked_again_not_read_as_offset_zero(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # librdkafka answers a failed ListOffsets request to one broker with offset -1001, no error.
+    monkeypatch.setattr("mirror.kafka.clients.time.sleep", lambda _: None)
+    monkeypatch.setattr("mirror.kafka.clients.time.monotonic", iter(range(0, 10_000, 10)).__next__)
+    target = FakeAdmin({"A.orders": TOPIC_ID}, end={0: OFFSET_INVALID}, stable={0: OFFSET_INVALID})
+    parts = [part()]
+    with pytest.raises(MirrorError, match="leader gave no offset"):
+        start(parts, FakePositions({0: (500, "d=41")}), target)
+    assert parts[0].position == 0
+
+
+@dataclass
+class FakeRemote:
+    """A read_committed reader of the remote partition: (low, read_committed end)."""
+
+    low: int
+    stable: int
+    assigned: list[TopicPartition] = field(default_factory=list)
+
+    def get_watermark_offsets(self, tp: TopicPartition, **_: object) -> tuple[int, int]:
+        return self.low, self.stable
+
+    def assign(self, partitions: list[TopicPartition]) -> None:
+        self.assigned = partitions
+
+    def unassign(self) -> None:
+        self.assigned = []
+
+    def consume(self, **_: object) -> list[Any]:
+        raise AssertionError("an undecided partition was read as if decided")
+
+
+def test_a_lost_position_over_an_undecided_remote_partition_is_waited_for_not_recopied(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The position is gone and the offsets topic has one, but the remote partition's records are
+    # in a transaction not decided yet: it only looks empty read_committed.
+    monkeypatch.setattr("mirror.source.start._stored_positions", lambda _: {("orders", 0): 500})
+    settings = flow()
+    parts = [part()]
+    parts[0].committed = 500  # the task had a position a moment ago
+    target = FakeAdmin({"A.orders": TOPIC_ID}, end={0: 43}, stable={0: 0})
+    with pytest.raises(RetriableError, match="not decided yet"):
+        start(parts, FakePositions({}), target, settings=settings, remote=FakeRemote(low=0, stable=0))
+
+
+def test_a_source_end_held_back_by_an_undecided_transaction_is_no_truncation() -> None:
+    # The copy's position is 120; the source's read_committed end reads 100 while a transaction's
+    # markers wait, its log ends at 130: nothing was lost, nothing is skipped, nothing re-copied.
+    copy = part()
+    copy.position = 120
+    reports: list[tuple[str, str]] = []
+    position = skip_lost_records(
+        flow(),
+        copy,
+        cast(Consumer, FakeRemote(low=0, stable=100)),
+        cast(AdminClient, FakeAdmin({}, end={0: 130})),
+        lambda kind, message: reports.append((kind, message)),
+    )
+    assert (position, reports, copy.truncated) == (120, [], 0)
