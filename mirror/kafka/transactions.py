@@ -50,7 +50,17 @@ def classify(exc: KafkaException, doing: str) -> Exception:
     if error.code() in AUTHORIZATION_CODES:
         return not_authorized(doing, error.str())  # before fatal(): a missing ACL is no fencing
     if error.code() in _FENCED_CODES or error.fatal():
-        return ProducerFencedError(f"{doing}: fenced by a newer producer ({error.str()})")
+        # librdkafka folds PRODUCER_FENCED and INVALID_PRODUCER_EPOCH into one code, so which of the
+        # two it was cannot be told: another producer initialised the id (often this run's own, in
+        # another Spark worker, as rounds move between workers), or the coordinator aborted a
+        # transaction older than transaction.timeout.ms (a broker lost mid-transaction).
+        why = (
+            "its transactional id was initialised again (another producer, possibly this run's own) or "
+            "its transaction outlived transaction.timeout.ms"
+            if error.code() in _FENCED_CODES
+            else "a fatal producer error"
+        )
+        return ProducerFencedError(f"{doing}: producer fenced: {why} ({error.str()})")
     if error.txn_requires_abort():
         return AbortableError(f"{doing}: {error.str()}")
     if error.retriable():

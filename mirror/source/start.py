@@ -201,7 +201,7 @@ def _recopy(settings: FlowSettings, part: PartitionCopy, low: int, proof: str, r
     report(
         "recopied",
         f"flow {settings.name}: {part.remote_topic}-{part.partition} on {settings.target} had been deleted "
-        f"or re-created; copying {part.topic}-{part.partition} into it again from offset {low}",
+        f"and re-created; copying {part.topic}-{part.partition} into it again from offset {low}",
     )
     return low
 

@@ -163,7 +163,7 @@ def test_a_remote_topic_deleted_while_running_is_copied_again_or_reported(
         )
         assert exit_code == 1, run.output()[-3000:]
         assert len(errors) == 1, run.output()[-3000:]
-        assert "the remote topic was deleted or re-created" in errors[0]
+        assert "the remote topic was deleted and re-created" in errors[0]
         assert "on_remote_topic_deleted: recopy" in errors[0]
         assert "Traceback" not in run.output()
         return
@@ -181,7 +181,7 @@ def test_a_remote_topic_deleted_while_running_is_copied_again_or_reported(
 
 
 def _recopy_lines(run: MirrorRun) -> list[str]:
-    return [line for line in run.output().splitlines() if "had been deleted or re-created empty" in line]
+    return [line for line in run.output().splitlines() if "had been deleted and re-created" in line]
 
 
 def _assert_recopy_reported(run: MirrorRun) -> None:
