@@ -90,7 +90,7 @@ class _Watch:
 _EMITTERS: dict[tuple[str, str], _Emitter] = {}
 # Writes in flight per pair; they outlive a round when a cluster is slow (per Python worker).
 _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mirror-heartbeat")
-_IN_FLIGHT: dict[tuple[str, str], Future[HeartbeatRow]] = {}
+_IN_FLIGHT: dict[tuple[str, str], Future[HeartbeatRow | None]] = {}
 _WATCHES: dict[str, _Watch] = {}
 _ADMINS: dict[str, AdminClient] = {}
 _LEASE_READERS: dict[str, Consumer] = {}
@@ -109,9 +109,12 @@ def run_heartbeat_round(settings: FlowSettings) -> list[HeartbeatRow]:
         pairs.append((settings.source, settings.target, settings.target_producer))
     if settings.reverse_heartbeats:
         pairs.append((settings.target, settings.source, settings.source_producer))
+    round_ends = time.time() + ROUND_WAIT_SECONDS
     for source, target, properties in pairs:
         if (source, target) not in _IN_FLIGHT:
-            _IN_FLIGHT[(source, target)] = _POOL.submit(_emit, settings, source, target, properties)
+            _IN_FLIGHT[(source, target)] = _POOL.submit(
+                _emit, settings, source, target, properties, round_ends
+            )
     wait(list(_IN_FLIGHT.values()), timeout=ROUND_WAIT_SECONDS)
     rows: list[HeartbeatRow] = []
     for (source, target), future in list(_IN_FLIGHT.items()):
@@ -119,7 +122,9 @@ def run_heartbeat_round(settings: FlowSettings) -> list[HeartbeatRow]:
             continue
         del _IN_FLIGHT[(source, target)]
         try:
-            rows.append(future.result())
+            row = future.result()
+            if row is not None:
+                rows.append(row)
         except FlowTakenOverError:
             raise
         except MirrorError as exc:
@@ -128,7 +133,10 @@ def run_heartbeat_round(settings: FlowSettings) -> list[HeartbeatRow]:
     return rows
 
 
-def _emit(settings: FlowSettings, source: str, target: str, properties: dict[str, str]) -> HeartbeatRow:
+def _emit(
+    settings: FlowSettings, source: str, target: str, properties: dict[str, str], round_ends: float
+) -> HeartbeatRow | None:
+    """One heartbeat written, or None if it gave way to a newer round's (fenced after its round)."""
     last: Exception | None = None
     for attempt in range(1, MAX_ATTEMPTS + 1):
         emitter = _EMITTERS.get((source, target))
@@ -140,7 +148,19 @@ def _emit(settings: FlowSettings, source: str, target: str, properties: dict[str
             return HeartbeatRow("emitted", source, target, timestamp_ms)
         except ProducerFencedError as exc:
             _drop(emitter)
-            _stop_if_flow_taken_over(settings)
+            _stop_if_flow_taken_over(settings)  # another instance: it raises
+            if time.time() > round_ends:
+                # Rounds move between Spark's Python workers, each with a writer of its own for the
+                # pair's one transactional id: a write that outlived its round (a broker lost) is
+                # fenced by the next round's writer, or by the coordinator once it outlived
+                # transaction.timeout.ms. Writing again would fence that newer writer in turn.
+                log.info(
+                    "flow %s: heartbeat %s->%s: a write still open after its round was fenced (a newer "
+                    "round of this run took the transactional id, or it outlived transaction.timeout.ms); "
+                    "dropped, the next round writes the next heartbeat",
+                    settings.name, source, target,
+                )  # fmt: skip
+                return None
             last = exc
             continue
         except (AbortableError, RetriableError) as exc:

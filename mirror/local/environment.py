@@ -241,15 +241,22 @@ class LocalEnvironment:
         """Stop every running cluster; with `purge`, also delete their data. Returns the aliases stopped."""
         stopped = []
         state = self._read_state()
+        running: list[int] = []
         for alias, entry in state.items():
             specs = self._specs(alias, entry)
-            running = [node for node in entry.nodes if self._running(specs[node.node_id], node)]
-            for node in running:
-                stop_process(node.pid)  # type: ignore[arg-type]
-            if running:
+            pids = [node.pid for node in entry.nodes if self._running(specs[node.node_id], node)]
+            running += [pid for pid in pids if pid is not None]
+            if pids:
                 stopped.append(alias)
             for node in entry.nodes:
                 node.pid = None
+        # Every node at once: one by one, a cluster's last node would wait out its controlled
+        # shutdown with no quorum left to grant it.
+        for pid in running:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        for pid in running:
+            stop_process(pid)
         if purge and self.directory.exists():
             shutil.rmtree(self.directory)
         elif state:

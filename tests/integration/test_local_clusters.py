@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirror.config import load_config
 from tests.helpers import assert_eventually, create_topic, run_mirror
@@ -18,10 +19,10 @@ from tests.helpers import assert_eventually, create_topic, run_mirror
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def free_base_port() -> int:
-    """A base port such that base, base+1, base+10000 and base+10001 are all free."""
+def free_base_port(nodes: int = 1) -> int:
+    """A base port such that base..base+2*nodes-1 and the same 10000 higher are all free."""
     for base in range(20100, 45000, 137):
-        ports = (base, base + 1, base + 10000, base + 10001)
+        ports = [port + offset for port in range(base, base + 2 * nodes) for offset in (0, 10000)]
         if all(_free(port) for port in ports):
             return base
     raise AssertionError("no free port block on 127.0.0.1")
@@ -91,6 +92,78 @@ def test_up_status_down_manage_two_real_clusters(tmp_path: Path) -> None:
     assert "stopped: A, B" in down.stdout
     assert broker_pids(tmp_path / "clusters" / "A") == []
     assert run_mirror("local", "status", "--dir", "clusters", cwd=tmp_path).stdout.count("stopped") == 2
+
+
+def test_up_with_three_brokers_makes_replicated_clusters_whose_brokers_drills_kill_and_start(
+    tmp_path: Path,
+) -> None:
+    base = free_base_port(nodes=3)
+    up = run_mirror(
+        "local", "up", "--dir", "clusters", "--base-port", str(base), "--brokers", "3", cwd=tmp_path
+    )
+    try:
+        assert up.returncode == 0, up.stderr
+        a = f"127.0.0.1:{base},127.0.0.1:{base + 2},127.0.0.1:{base + 4}"
+        b = f"127.0.0.1:{base + 10000},127.0.0.1:{base + 10002},127.0.0.1:{base + 10004}"
+        config = load_config(tmp_path / "mm2.local.yaml")
+        assert (config.clusters["A"].bootstrap_servers, config.clusters["B"].bootstrap_servers) == (a, b)
+        assert len(broker_pids(tmp_path / "clusters" / "A")) == 3
+        assert len(broker_pids(tmp_path / "clusters" / "B")) == 3
+        # Replicated as operators run them: new topics get three replicas, and take writes with
+        # one broker down (min ISR 2).
+        create_topic_with_default_replicas(b, "drill")
+        assert replica_counts(b, "drill") == {3}
+
+        killed = run_mirror(
+            "local", "kill-broker", "--dir", "clusters", "--cluster", "B", "--id", "2", cwd=tmp_path
+        )
+        assert killed.returncode == 0, killed.stderr
+        assert killed.stdout.strip() == "B broker 2 killed"
+        assert len(broker_pids(tmp_path / "clusters" / "B")) == 2
+        status = run_mirror("local", "status", "--dir", "clusters", cwd=tmp_path)
+        assert status.returncode == 1  # not every broker runs
+        assert "B  2 of 3 brokers running" in status.stdout
+        assert f"broker 2  127.0.0.1:{base + 10002}  stopped" in status.stdout
+        producer = Producer({"bootstrap.servers": b, "acks": "all"})
+        for n in range(10):
+            producer.produce("drill", b"%d" % n, partition=n % 3)
+        assert producer.flush(60) == 0
+
+        started = run_mirror(
+            "local", "start-broker", "--dir", "clusters", "--cluster", "B", "--id", "2", cwd=tmp_path
+        )
+        assert started.returncode == 0, started.stderr
+        assert run_mirror("local", "status", "--dir", "clusters", cwd=tmp_path).returncode == 0
+
+        unknown = run_mirror(
+            "local", "stop-broker", "--dir", "clusters", "--cluster", "B", "--id", "7", cwd=tmp_path
+        )
+        assert unknown.returncode != 0
+        assert unknown.stderr.strip().endswith("cluster B has no broker 7; its brokers are 1, 2, 3")
+        assert "Traceback" not in unknown.stderr
+    finally:
+        down = run_mirror("local", "down", "--dir", "clusters", "--purge", cwd=tmp_path)
+    assert down.returncode == 0
+    assert broker_pids(tmp_path / "clusters" / "B") == []
+
+
+def create_topic_with_default_replicas(bootstrap: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 3)], operation_timeout=30)[topic].result(timeout=30)
+
+
+def replica_counts(bootstrap: str, topic: str) -> set[int]:
+    def described() -> set[int]:
+        partitions = (
+            AdminClient({"bootstrap.servers": bootstrap})
+            .list_topics(topic, timeout=30)
+            .topics[topic]
+            .partitions
+        )
+        assert len(partitions) == 3
+        return {len(partition.replicas) for partition in partitions.values()}
+
+    return assert_eventually(described)
 
 
 def _poll_one(consumer: Consumer) -> bytes:
