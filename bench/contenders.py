@@ -22,9 +22,10 @@ from typing import Literal
 import yaml
 
 from bench import processes
-from mirror.local.broker import BrokerSpec, LocalBroker, free_port
+from mirror.local.broker import BrokerSpec, LocalBroker
 from mirror.local.environment import start_brokers
 from mirror.local.jars import kafka_libs
+from mirror.local.ports import free_port
 
 TARGET_ALIAS = "B"
 MM2_TASKS_MAX = 8  # one task per source partition, MM2's usual sizing

@@ -24,7 +24,7 @@ from bench import processes
 from bench.ceiling import _java
 from bench.contenders import start_clusters
 from bench.workloads import create_topic
-from mirror.local.broker import free_port
+from mirror.local.ports import free_port
 
 TOPIC = "verify-speed"
 # Runs `mirror verify` and prints, last on stderr, the largest resident set (KiB) of any process under

@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mirror.local.broker import BrokerSpec, LocalBroker, free_port
+from mirror.local.broker import BrokerSpec, LocalBroker
 from mirror.local.cluster import LocalCluster, NodePorts, cluster_specs, start_clusters
 from mirror.local.environment import start_brokers
 from mirror.local.jars import KAFKA_VERSION, kafka_libs
+from mirror.local.ports import free_port
 
 # An authorizer that allows everything unless an ACL says otherwise, so ACL sync has ACLs to sync.
 AUTHORIZER = {

@@ -17,7 +17,7 @@ import yaml
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirror.local.broker import free_port
+from mirror.local.ports import free_port
 from tests.helpers import assert_eventually
 from tests.kafka_backends import KafkaCluster
 

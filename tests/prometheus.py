@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from mirror.local.broker import free_port
+from mirror.local.ports import free_port
 from tests.helpers import assert_eventually
 
 

@@ -273,7 +273,15 @@ def _selected_groups(state: _FlowState) -> list[str]:
     s = state.settings
     if time.monotonic() - state.groups_listed_at >= s.refresh_groups_interval_seconds:
         group_filter = s.group_filter()
-        listed = list_group_ids(_admin(s, "source"), what=f"source cluster {s.source}")
+        try:
+            listed = list_group_ids(_admin(s, "source"), what=f"source cluster {s.source}")
+        except KafkaClientError as exc:
+            if math.isinf(state.groups_listed_at):
+                raise  # no list yet to go on with
+            # A broker that did not answer (down, loading) would leave its groups out: the list
+            # from before stands until every broker answers again.
+            log.warning("flow %s: %s; keeping the %d groups listed before", s.name, exc, len(state.groups))
+            return state.groups
         state.groups = [group for group in listed if group_filter.matches(group)]
         state.groups_listed_at = time.monotonic()
     return state.groups

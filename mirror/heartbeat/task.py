@@ -109,7 +109,7 @@ def run_heartbeat_round(settings: FlowSettings) -> list[HeartbeatRow]:
         pairs.append((settings.source, settings.target, settings.target_producer))
     if settings.reverse_heartbeats:
         pairs.append((settings.target, settings.source, settings.source_producer))
-    round_ends = time.time() + ROUND_WAIT_SECONDS
+    round_ends = time.monotonic() + ROUND_WAIT_SECONDS
     for source, target, properties in pairs:
         if (source, target) not in _IN_FLIGHT:
             _IN_FLIGHT[(source, target)] = _POOL.submit(
@@ -149,7 +149,7 @@ def _emit(
         except ProducerFencedError as exc:
             _drop(emitter)
             _stop_if_flow_taken_over(settings)  # another instance: it raises
-            if time.time() > round_ends:
+            if time.monotonic() > round_ends:
                 # Rounds move between Spark's Python workers, each with a writer of its own for the
                 # pair's one transactional id: a write that outlived its round (a broker lost) is
                 # fenced by the next round's writer, or by the coordinator once it outlived

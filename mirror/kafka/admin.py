@@ -43,6 +43,7 @@ from mirror.kafka.clients import (
 )
 
 TIMEOUT_SECONDS = 30.0
+ZERO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"  # Uuid(0, 0) as confluent-kafka prints it
 
 
 @dataclass(frozen=True)
@@ -73,19 +74,22 @@ def list_topics(admin: AdminClient, *, what: str) -> dict[str, TopicDescription]
     return retrying(ask, doing=f"listing topics of {what}")
 
 
-def topic_ids(admin: AdminClient, topics: Iterable[str], *, what: str) -> dict[str, str]:
+def topic_ids(admin: AdminClient, topics: Iterable[str], *, what: str) -> dict[str, str | None]:
     """Each topic's ID (KIP-516), which a topic deleted and created again under the same name does
-    not keep; a topic the cluster says does not exist is absent. Any other failure raises."""
+    not keep (None from a cluster without IDs); a topic the cluster says does not exist is absent.
+    Any other failure raises."""
     names = sorted(set(topics))
     if not names:
         return {}
 
-    def ask() -> dict[str, str]:
+    def ask() -> dict[str, str | None]:
         futures = admin.describe_topics(TopicCollection(names), request_timeout=TIMEOUT_SECONDS)
-        ids = {}
+        ids: dict[str, str | None] = {}
         for name, future in futures.items():
             try:
-                ids[name] = str(future.result(timeout=TIMEOUT_SECONDS).topic_id)
+                topic_id = str(future.result(timeout=TIMEOUT_SECONDS).topic_id)
+                # A cluster older than Kafka 2.8 gives every topic the zero ID: no ID at all.
+                ids[name] = None if topic_id == ZERO_TOPIC_ID else topic_id
             except KafkaException as exc:
                 if error_code(exc) != KafkaError.UNKNOWN_TOPIC_OR_PART:
                     raise
@@ -245,10 +249,11 @@ def _list_offsets(
                 )
             return offsets
         except KafkaException as exc:
-            if error_code(exc) in STALE_LEADER_CODES:
+            if error_code(exc) in STALE_LEADER_CODES | {KafkaError.LEADER_NOT_AVAILABLE}:
                 # After a broker restart librdkafka (2.16) keeps sending the leader epoch it cached
                 # before, and ListOffsets does not refresh it: the broker refuses until the client
                 # asks for the topics' metadata again (else only the 5-minute refresh mends it).
+                # The same for a leader that died: the cached one is asked until metadata is.
                 with contextlib.suppress(KafkaException):  # the original error is the one to report
                     for topic in {tp.topic for tp in request}:
                         admin.list_topics(topic=topic, timeout=TIMEOUT_SECONDS)

@@ -16,7 +16,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata
 
 from mirror.errors import LocalClusterError
-from mirror.local.broker import HOST, BrokerSpec, LocalBroker, new_cluster_id
+from mirror.local.broker import BrokerSpec, LocalBroker, new_cluster_id
 
 REPLICATED_HEAP = "384m"  # six JVMs share two cores and a few GiB in the fault tests
 SINGLE_HEAP = "1g"
@@ -181,6 +181,3 @@ def start_clusters(clusters: Sequence[LocalCluster], timeout_seconds: float = 12
 def local_nodes(count: int, base_port: int) -> list[NodePorts]:
     """Ports for `count` nodes from `base_port` up: client port, then controller port, per node."""
     return [NodePorts(index + 1, base_port + 2 * index, base_port + 2 * index + 1) for index in range(count)]
-
-
-__all__ = ["HOST", "LocalCluster", "NodePorts", "cluster_specs", "local_nodes", "start_clusters"]

@@ -6,7 +6,7 @@ without a position is either new to the assignment (it starts where the source c
 auto.offset.reset says: its earliest offset, or with `latest` its end) or its remote topic was
 deleted on the target, which made Kafka drop the group's offsets for it.
 
-A remote topic counts as deleted and re-created only on positive proof (docs/reliability.md):
+A remote topic counts as deleted and re-created only on positive proof (README, "Failures"):
 its topic ID differs from the one committed with the position, or Kafka removed the position and
 the remote partition holds nothing at all. A read that fails, times out or cannot be decided yet
 (a partition without a leader, a transaction whose markers are pending) is asked again, never
@@ -57,7 +57,6 @@ def read_positions(
     the task waits and reads again): a partition whose leader, coordinator or log cannot be read
     now is never taken for one without a position, an empty one or a re-created one.
     """
-    committed = committed_with_metadata(positions, [(p.remote_topic, p.partition) for p in parts])
     ids = topic_ids(target_admin, {part.remote_topic for part in parts}, what=settings.target)
     for part in parts:
         if part.remote_topic not in ids:
@@ -66,6 +65,7 @@ def read_positions(
                 "waiting for topic sync to create it"
             )
         part.remote_topic_id = ids[part.remote_topic]
+    committed = committed_with_metadata(positions, [(p.remote_topic, p.partition) for p in parts])
     recreated = _recreated(settings, parts, committed, target_admin)
     missing = [p for p in parts if (p.remote_topic, p.partition) not in committed or p in recreated]
     for part in parts:
@@ -172,11 +172,12 @@ def _recreated(
         if found is None:
             continue
         recorded = recorded_topic_id(found[1])
-        if recorded is not None and recorded != part.remote_topic_id:
-            proofs[part] = (
-                f"is a new topic (topic ID {part.remote_topic_id}; the flow copied into {recorded})"
-            )
-        elif recorded is None and landed_offset(found[1]) >= 0:
+        if recorded is not None and part.remote_topic_id is not None:
+            if recorded != part.remote_topic_id:
+                proofs[part] = (
+                    f"is a new topic (topic ID {part.remote_topic_id}; the flow copied into {recorded})"
+                )
+        elif landed_offset(found[1]) >= 0:
             unrecorded[part] = landed_offset(found[1])
     if unrecorded:
         ends = high_watermarks(target_admin, [(p.remote_topic, p.partition) for p in unrecorded])

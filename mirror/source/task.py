@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -107,6 +108,7 @@ class _CopyTask:
             else None
         )
         self.in_transaction = False
+        self._said: set[str] = set()  # waiting conditions already reported (_say_once)
 
     def __enter__(self) -> _CopyTask:
         return self
@@ -157,6 +159,8 @@ class _CopyTask:
                 # nothing uncommitted counts, so the task goes back to the committed positions.
                 log.info("flow %s: copy task %d: %s; going back to the committed positions",
                          self.settings.name, self.spec.index, exc)  # fmt: skip
+                if isinstance(exc, RetriableError):
+                    self._say_once(str(exc))
                 self.stats.current.aborted += 1
                 self._abort()
                 rewind = True
@@ -304,6 +308,14 @@ class _CopyTask:
             self.producer.poll(0)  # serve the purged records' reports before they are cleared
         for part in self.parts:
             part.discard()
+
+    def _say_once(self, message: str) -> None:
+        """A condition the task waits out (a partition without a leader, a transaction not decided
+        yet) reaches the driver's output once per task, not once per try."""
+        said = re.sub(r"\d+", "N", message)
+        if said not in self._said:
+            self._said.add(said)
+            self._report("waiting", message)
 
     def _report(self, kind: str, message: str) -> None:
         self.stats.current.events.append((kind, message))

@@ -29,7 +29,7 @@ import yaml
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirror.local.broker import free_port
+from mirror.local.ports import free_port
 from tests import dashboards
 from tests.groups import commit, produce
 from tests.helpers import assert_eventually, create_topic

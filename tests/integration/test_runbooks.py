@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirror.kafka.tail import PartitionTail
 from mirror.kafka.wire import Checkpoint
-from mirror.local.broker import free_port
+from mirror.local.ports import free_port
 from tests.groups import committed
 from tests.helpers import assert_eventually, run_mirror
 from tests.kafka_backends import KafkaCluster, local_clusters

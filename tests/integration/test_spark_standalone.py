@@ -17,7 +17,7 @@ import pytest
 import yaml
 from confluent_kafka import Producer
 
-from mirror.local.broker import free_port
+from mirror.local.ports import free_port
 from tests.helpers import assert_eventually, create_topic, unique_name
 from tests.kafka_backends import KafkaCluster
 from tests.mirror_process import (

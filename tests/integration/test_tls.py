@@ -24,9 +24,10 @@ import pytest
 import yaml
 from confluent_kafka.admin import AdminClient
 
-from mirror.local.broker import BrokerSpec, SaslUsers, free_port
+from mirror.local.broker import BrokerSpec, SaslUsers
 from mirror.local.environment import start_brokers
 from mirror.local.jars import kafka_libs
+from mirror.local.ports import free_port
 from mirror.local.tls import CertificateAuthority, TlsFiles
 from tests.checkpoint_flow import Flow
 from tests.helpers import assert_eventually, run_mirror

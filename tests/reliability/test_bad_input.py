@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirror.local.broker import free_port
+from mirror.local.ports import free_port
 from tests.groups import produce
 from tests.helpers import assert_eventually, create_topic, run_mirror, unique_name
 from tests.kafka_backends import KafkaCluster

@@ -27,9 +27,10 @@ from confluent_kafka.admin import (
 )
 
 from mirror.config import load_config
-from mirror.local.broker import BrokerSpec, SaslUsers, free_port
+from mirror.local.broker import BrokerSpec, SaslUsers
 from mirror.local.environment import start_brokers
 from mirror.local.jars import kafka_libs
+from mirror.local.ports import free_port
 from mirror.security import RequiredAcl, required_acls
 from tests.helpers import run_mirror, unique_name
 from tests.kafka_backends import KafkaCluster

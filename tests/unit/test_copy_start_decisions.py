@@ -26,6 +26,7 @@ from mirror.source.start import read_positions, skip_lost_records
 
 TOPIC_ID = "AAAAAAAAAAEAAAAAAAAAAg"
 NEW_TOPIC_ID = "AAAAAAAAAAMAAAAAAAAABA"
+SOURCE_EARLIEST = 7  # where a re-copy starts: no other decision lands there
 
 
 def flow(**changes: Any) -> FlowSettings:
@@ -88,6 +89,10 @@ class FakeAdmin:
     stable: Mapping[int, int] = field(default_factory=dict)
     earliest: int = 0
     asked_ends: int = 0
+    metadata_refreshes: int = 0
+
+    def list_topics(self, **_: object) -> None:
+        self.metadata_refreshes += 1
 
     def describe_topics(self, topics: Any, **_: object) -> dict[str, Future[Any]]:
         return {
@@ -130,7 +135,7 @@ def start(
         settings or flow(),
         parts,
         positions=cast(Consumer, positions),
-        source_admin=cast(AdminClient, FakeAdmin({}, earliest=0)),
+        source_admin=cast(AdminClient, FakeAdmin({}, earliest=SOURCE_EARLIEST)),
         remote=cast(Consumer, remote or NoRemoteReads()),
         target_admin=cast(AdminClient, target),
         report=lambda kind, message: reports.append((kind, message)),
@@ -169,7 +174,7 @@ def test_a_remote_topic_with_another_id_was_re_created_and_is_copied_again() -> 
     parts = [part()]
     target = FakeAdmin({"A.orders": NEW_TOPIC_ID}, end={0: 0}, stable={0: 0})
     reports = start(parts, FakePositions({0: (500, position_metadata(41, TOPIC_ID))}), target)
-    assert parts[0].position == 0
+    assert parts[0].position == SOURCE_EARLIEST
     assert [kind for kind, _ in reports] == ["recopied"]
     assert target.asked_ends == 0  # the topic ID is the proof: the remote end needs no read
 
@@ -197,6 +202,14 @@ def test_a_position_that_could_not_be_read_is_no_missing_position(
     assert [p.position for p in parts] == [0, 0]  # nothing decided, nothing re-copied
 
 
+def test_a_cluster_without_topic_ids_is_judged_by_the_logs_end_not_by_its_zero_id() -> None:
+    # Topics get IDs once a cluster runs Kafka 2.8 or later; before, every topic has the zero ID.
+    parts = [part()]
+    target = FakeAdmin({"A.orders": "AAAAAAAAAAAAAAAAAAAAAA"}, end={0: 43}, stable={0: 43})
+    assert start(parts, FakePositions({0: (500, position_metadata(41, TOPIC_ID))}), target) == []
+    assert (parts[0].position, parts[0].remote_topic_id) == (500, None)
+
+
 def test_a_remote_topic_missing_from_the_cluster_is_waited_for() -> None:
     with pytest.raises(RetriableError, match=r"A\.orders does not exist on B"):
         start([part()], FakePositions({0: (500, position_metadata(41, TOPIC_ID))}), FakeAdmin({}))
@@ -212,7 +225,8 @@ def test_a_leader_that_gave_no_offset_is_asked_again_not_read_as_offset_zero(
     parts = [part()]
     with pytest.raises(MirrorError, match="leader gave no offset"):
         start(parts, FakePositions({0: (500, "d=41")}), target)
-    assert parts[0].position == 0
+    assert parts[0].position == 0  # not even the committed 500: nothing was decided
+    assert target.metadata_refreshes > 0  # the dead leader's successor is looked up
 
 
 @dataclass

@@ -46,7 +46,7 @@ def fenced_writes(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 def test_a_write_fenced_after_its_round_gives_way_without_fencing_the_newer_writer_back(
     fenced_writes: list[float],
 ) -> None:
-    assert task._emit(flow(), "A", "B", {}, round_ends=time.time() - 1) is None
+    assert task._emit(flow(), "A", "B", {}, round_ends=time.monotonic() - 1) is None
     assert len(fenced_writes) == 1  # no second writer initialised to fence the newer one
 
 
@@ -54,5 +54,5 @@ def test_a_write_fenced_within_its_round_is_tried_again_with_a_new_writer_then_r
     fenced_writes: list[float],
 ) -> None:
     with pytest.raises(KafkaClientError, match="heartbeat A->B failed 2 times"):
-        task._emit(flow(), "A", "B", {}, round_ends=time.time() + 60)
+        task._emit(flow(), "A", "B", {}, round_ends=time.monotonic() + 60)
     assert len(fenced_writes) == task.MAX_ATTEMPTS

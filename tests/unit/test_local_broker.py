@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mirror.local import broker
-from mirror.local.broker import LOWEST_PORT, free_port
+from mirror.local.ports import LOWEST_PORT, free_port
 
 
 def test_cluster_id_never_starts_with_a_dash(monkeypatch: pytest.MonkeyPatch) -> None:
