@@ -66,7 +66,7 @@ def read_positions(
             )
         part.remote_topic_id = ids[part.remote_topic]
     committed = committed_with_metadata(positions, [(p.remote_topic, p.partition) for p in parts])
-    recreated = _recreated(settings, parts, committed, target_admin)
+    recreated = _recreated(parts, committed, target_admin)
     missing = [p for p in parts if (p.remote_topic, p.partition) not in committed or p in recreated]
     for part in parts:
         found = committed.get((part.remote_topic, part.partition))
@@ -149,7 +149,6 @@ def _stored_positions(settings: FlowSettings) -> dict[tuple[str, int], int]:
 
 
 def _recreated(
-    settings: FlowSettings,
     parts: Collection[PartitionCopy],
     committed: dict[tuple[str, int], tuple[int, str]],
     target_admin: AdminClient,
