@@ -96,7 +96,11 @@ def newest_timestamp(
                        "isolation.level": "read_committed"})  # fmt: skip
     try:
         metadata = reader.list_topics(topic, timeout=timeout_seconds).topics.get(topic)
-        if metadata is None or metadata.error is not None:
+        if metadata is not None and metadata.error is not None:
+            if metadata.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise KafkaException(metadata.error)  # cannot be read now: no "never written"
+            return None
+        if metadata is None:
             return None
         starts, ends = [], {}
         for partition in metadata.partitions:
@@ -117,8 +121,11 @@ def newest_timestamp(
                 if message.error() is None:
                     newest = max(newest, message.timestamp()[1])
             if all(tp.offset >= ends[tp.partition] for tp in reader.position(starts)):
-                break
-        return newest / 1000 if newest else None
+                return newest / 1000 if newest else None
+        # A partition not read to its end may hold the newest record: no answer, not an old one.
+        raise KafkaClientError(
+            f"reading the newest records of {topic}: not read to its end in {timeout_seconds:g}s"
+        )
     except KafkaException as exc:
         raise translate(exc, f"reading the newest records of {topic}") from exc
     finally:
