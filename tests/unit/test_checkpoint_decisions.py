@@ -22,7 +22,7 @@ from mirror.checkpoint import task
 from mirror.checkpoint.checkpoints import CheckpointStore, plan_group_sync
 from mirror.checkpoint.task import CheckpointRow, _FlowState, _translate
 from mirror.config.flow_settings import FlowSettings
-from mirror.errors import MirrorError, NotAuthorizedError
+from mirror.errors import KafkaClientError, MirrorError, NotAuthorizedError
 from mirror.kafka.group_admin import CommittedOffset, group_offsets
 from mirror.kafka.tail import PartitionTail, TailRecord
 from mirror.kafka.wire import Checkpoint, OffsetSync
@@ -471,3 +471,40 @@ def test_a_target_group_with_members_is_not_written_even_where_it_has_no_offset(
     plan = plan_group_sync("g", CHECKPOINTS, active=True, target_offsets={}, remote_ends=ENDS)
     assert plan.active
     assert plan.write == {}
+
+
+# Listing the source's groups while one of its brokers is down.
+
+
+def test_groups_listed_before_stand_while_a_broker_cannot_list_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each broker lists the groups it coordinates: one that does not answer would leave its groups
+    # out, and they would get no checkpoints until the next listing.
+    state, _, _ = flow_state(flow())
+    state.groups, state.groups_listed_at = ["g", "h"], -1e9  # listed before, due again now
+    monkeypatch.setattr(task, "_admin", lambda *_: None)
+
+    def one_broker_silent(*_: object, **__: object) -> list[str]:
+        raise KafkaClientError(
+            "listing consumer groups of source cluster A: Broker: Coordinator not available"
+        )
+
+    monkeypatch.setattr(task, "list_group_ids", one_broker_silent)
+    assert task._selected_groups(state) == ["g", "h"]
+
+
+def test_a_first_group_listing_that_fails_is_an_error_not_an_empty_list(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    state, _, _ = flow_state(flow())
+    monkeypatch.setattr(task, "_admin", lambda *_: None)
+
+    def one_broker_silent(*_: object, **__: object) -> list[str]:
+        raise KafkaClientError(
+            "listing consumer groups of source cluster A: Broker: Coordinator not available"
+        )
+
+    monkeypatch.setattr(task, "list_group_ids", one_broker_silent)
+    with pytest.raises(KafkaClientError):
+        task._selected_groups(state)
