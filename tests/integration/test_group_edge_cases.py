@@ -87,11 +87,12 @@ def _produce_with_aborted_transactions(
 def test_a_partition_that_never_had_records_gets_no_checkpoint_until_records_are_mirrored(flow: Flow) -> None:
     topic, group = flow.name("empty-partition"), flow.name("empty-partition-group")
     remote = flow.remote(topic)
+    # The application on B already committed 0 for the empty partition (as a consumer of the
+    # remote topic does when it starts), and the source group commits 0 there too. The remote
+    # topic comes first: the flow's topic refresh creates it within 2 s of the source topic.
+    create_topic(flow.target.bootstrap_servers, remote, partitions=2)
     create_topic(flow.source.bootstrap_servers, topic, partitions=2)
     produce(flow.source, topic, values("p0", 0, 400), partition=0)
-    # The application on B already committed 0 for the empty partition (as a consumer of the
-    # remote topic does when it starts), and the source group commits 0 there too.
-    create_topic(flow.target.bootstrap_servers, remote, partitions=2)
     commit(flow.target, group, {(remote, 1): 0})
     commit(flow.source, group, {(topic, 1): 0})
     position = consume_and_commit(flow.source, group, topic, 0, 400)
