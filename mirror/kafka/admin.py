@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -37,6 +38,7 @@ from mirror.kafka.clients import (
     COORDINATOR_CODES,
     STALE_LEADER_CODES,
     error_code,
+    is_transient,
     partition_error,
     retrying,
     translate,
@@ -113,16 +115,33 @@ def non_default_configs_of(
     resources = {topic: ConfigResource(ConfigResource.Type.TOPIC, topic) for topic in topics}
     if not resources:
         return {}
-    try:
-        futures = admin.describe_configs(list(resources.values()))
-    except KafkaException as exc:
-        raise translate(exc, f"describing configs of {len(resources)} topics on {what}") from exc
-    described, refused = {}, {}
-    for topic, resource in resources.items():
+    described: dict[str, dict[str, ConfigEntry]] = {}
+    refused: dict[str, KafkaException] = {}
+    deadline = time.monotonic() + TIMEOUT_SECONDS
+    while True:
         try:
-            described[topic] = futures[resource].result(timeout=TIMEOUT_SECONDS)
+            futures = admin.describe_configs(
+                [resources[topic] for topic in resources if topic not in described]
+            )
         except KafkaException as exc:
-            refused[topic] = exc
+            raise translate(exc, f"describing configs of {len(resources)} topics on {what}") from exc
+        refused = {}
+        for topic, resource in resources.items():
+            if topic in described:
+                continue
+            try:
+                described[topic] = futures[resource].result(timeout=TIMEOUT_SECONDS)
+            except KafkaException as exc:
+                refused[topic] = exc
+        # A topic just created is not known to every broker yet (UNKNOWN_TOPIC_OR_PART from the
+        # one asked, on a cluster of several): asked again until the deadline.
+        if (
+            not refused
+            or not all(is_transient(exc) for exc in refused.values())
+            or time.monotonic() > deadline
+        ):
+            break
+        time.sleep(0.2)
     if refused:
         # Name the topics: a DescribeConfigs ACL is granted per topic, and a few may lack it.
         names = sorted(refused)

@@ -176,16 +176,19 @@ def retrying(
         try:
             return action()
         except KafkaException as exc:
-            error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
-            if only is not None:
-                retriable = error is not None and error.code() in only
-            else:
-                retriable = error is not None and (error.retriable() or error.code() in _TRANSIENT_CODES)
+            retriable = error_code(exc) in only if only is not None else is_transient(exc)
             if not retriable or time.monotonic() >= deadline:
                 raise translate(exc, doing) from exc
         except TimeoutError as exc:  # a future's result(timeout=...): the cluster did not answer
             raise KafkaClientError(f"{doing}: no answer in time; {_hint(None)}") from exc
         time.sleep(0.2)
+
+
+def is_transient(exc: KafkaException) -> bool:
+    """A refusal that answers differently a moment later: a leader or coordinator moving, a topic
+    just created that not every broker knows yet."""
+    error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+    return error is not None and (error.retriable() or error.code() in _TRANSIENT_CODES)
 
 
 def partition_error(error: KafkaError, topic: str, partition: int) -> KafkaException:

@@ -9,11 +9,11 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from confluent_kafka import Consumer, KafkaError
+from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from mirror.errors import MirrorError
-from mirror.kafka.admin import list_topics
+from mirror.kafka.admin import list_topics, non_default_configs_of
 from mirror.kafka.group_admin import list_group_ids
 from mirror.kafka.transactions import committed_metadata
 
@@ -81,3 +81,33 @@ def test_a_flow_mark_that_could_not_be_read_is_no_flow_without_an_owner() -> Non
         committed_metadata(
             cast(Consumer, MarkReader()), "mm2-offsets.A.internal", 0, "reading the flow's owner"
         )
+
+
+class NewTopicAdmin:
+    """A topic just created: the first broker asked does not know it yet."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def describe_configs(self, resources: list[Any], **_: object) -> dict[Any, Future[Any]]:
+        self.asked += 1
+        answers: dict[Any, Future[Any]] = {}
+        for resource in resources:
+            future: Future[Any] = Future()
+            if self.asked == 1:
+                future.set_exception(KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)))
+            else:
+                future.set_result({})
+            answers[resource] = future
+        return answers
+
+
+def test_configs_of_a_topic_not_every_broker_knows_yet_are_asked_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("mirror.kafka.admin.time.sleep", lambda _: None)
+    admin = NewTopicAdmin()
+    assert non_default_configs_of(cast(AdminClient, admin), ["A.orders"], what="target cluster B") == {
+        "A.orders": {}
+    }
+    assert admin.asked == 2
