@@ -106,6 +106,14 @@ def _java_abs(value: int) -> int:
     return 0 if value == -(1 << 31) else abs(value)
 
 
+def _busiest_leader(cluster: KafkaCluster, topics: list[str]) -> int:
+    metadata = AdminClient(cluster.properties()).list_topics(timeout=30)
+    leaders = Counter(
+        partition.leader for topic in topics for partition in metadata.topics[topic].partitions.values()
+    )
+    return leaders.most_common(1)[0][0]
+
+
 def _other_broker(cluster: KafkaCluster, not_this: int) -> int:
     assert cluster.nodes is not None
     return next(node for node in sorted(cluster.nodes.brokers) if node != not_this)
@@ -140,7 +148,9 @@ def test_one_broker_of_three_lost_copies_on_and_loses_and_duplicates_nothing(
         with Progress(source, target, topics) as progress:
             wait_until_copying(source, target, topics, run, more=5000, timeout=240)
             if which == "source":
-                cluster, node = source, _other_broker(source, transaction_coordinator(source, ids))
+                # The source runs no transactions of the flow's: the broker leading most of its
+                # partitions is the one whose loss moves most leaders under the copy tasks.
+                cluster, node = source, _busiest_leader(source, topics)
             elif which == "target":
                 # Not the coordinator of the copy tasks' transactions: that case is the third.
                 cluster, node = target, _other_broker(target, transaction_coordinator(target, ids))
