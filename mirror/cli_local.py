@@ -20,8 +20,9 @@ def add_local_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     up.add_argument(
         "--brokers",
         type=_broker_count,
-        default=1,
-        help="brokers per cluster (default: 1); 3 makes replicated clusters: RF 3, min ISR 2, small heaps",
+        default=None,
+        help="brokers per cluster: 1 (the default for new clusters) or 3, replicated clusters: RF 3, "
+        "min ISR 2, small heaps; clusters started before keep theirs",
     )
     up.set_defaults(handler=_local_up)
     for name, what in (

@@ -151,28 +151,25 @@ class LocalEnvironment:
         aliases: Sequence[str] = DEFAULT_ALIASES,
         *,
         base_port: int = DEFAULT_BASE_PORT,
-        brokers: int = 1,
+        brokers: int | None = None,
     ) -> tuple[list[ClusterStatus], bool]:
         """Start the clusters unless they already run; returns their status and whether it started any.
 
         A cluster started before keeps its ports, size and data, so mm2.local.yaml stays right; asking
-        for another number of brokers than it has is an error (`down --purge` first).
+        for another number of brokers than it has is an error (`down --purge` first). `brokers`
+        unset: as many as it has, one for a new cluster.
         """
         state = self._read_state()
         for index, alias in enumerate(aliases):
-            if alias in state and len(state[alias].nodes) != brokers:
+            if alias in state and brokers is not None and len(state[alias].nodes) != brokers:
                 raise LocalClusterError(
                     f"cluster {alias} under {self.directory} has {len(state[alias].nodes)} broker(s), not "
                     f"{brokers}; run `mirror local down --purge` first to start it afresh"
                 )
-            ports = local_nodes(brokers, base_port + index * _PORT_STRIDE)
-            state.setdefault(
-                alias,
-                _Entry(
-                    [_Node(p.node_id, p.port, p.controller_port) for p in ports],
-                    new_cluster_id() if brokers > 1 else None,
-                ),
-            )
+            if alias not in state:
+                ports = local_nodes(brokers or 1, base_port + index * _PORT_STRIDE)
+                nodes = [_Node(p.node_id, p.port, p.controller_port) for p in ports]
+                state[alias] = _Entry(nodes, new_cluster_id() if len(nodes) > 1 else None)
         whole: list[tuple[_Entry, LocalCluster]] = []
         partial: list[tuple[str, _Entry, _Node]] = []
         for alias in aliases:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import uuid
 from pathlib import Path
 
 import pytest
 
+from mirror.errors import LocalClusterError
 from mirror.local import broker
+from mirror.local.environment import LocalEnvironment
 from mirror.local.ports import LOWEST_PORT, free_port
 
 
@@ -39,3 +42,26 @@ def test_free_ports_are_never_handed_out_twice_and_stay_out_of_the_ephemeral_ran
     for port in ports[:20]:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind(("127.0.0.1", port))  # nothing else holds it
+
+
+def test_state_written_before_clusters_had_several_brokers_reads_as_one_broker(tmp_path: Path) -> None:
+    (tmp_path / "state.json").write_text(
+        json.dumps({"clusters": {"A": {"port": 19092, "controller_port": 19093, "pid": None}}}),
+        encoding="utf-8",
+    )
+    (cluster,) = LocalEnvironment(tmp_path).status()
+    assert (cluster.alias, cluster.bootstrap_servers, cluster.running) == ("A", "127.0.0.1:19092", False)
+    assert [broker.node_id for broker in cluster.brokers] == [1]
+    assert cluster.directory == tmp_path / "A"  # a single broker keeps its layout
+
+
+def test_up_with_another_broker_count_than_the_clusters_have_names_the_fix(tmp_path: Path) -> None:
+    nodes = [
+        {"node_id": n, "port": 19090 + 2 * n, "controller_port": 19091 + 2 * n, "pid": None}
+        for n in (1, 2, 3)
+    ]
+    (tmp_path / "state.json").write_text(
+        json.dumps({"clusters": {"A": {"nodes": nodes, "cluster_id": "x"}}}), encoding="utf-8"
+    )
+    with pytest.raises(LocalClusterError, match=r"has 3 broker\(s\), not 1; run `mirror local down --purge`"):
+        LocalEnvironment(tmp_path).up(("A",), brokers=1)
