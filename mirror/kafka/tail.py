@@ -13,10 +13,10 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from mirror.errors import KafkaClientError
-from mirror.kafka.clients import consumer, translate
+from mirror.kafka.clients import consumer, retrying, translate
 
 POLL_SECONDS = 0.2
 # newest_timestamp reads this many offsets back from each partition's end: the last records and the
@@ -91,42 +91,46 @@ def newest_timestamp(
 ) -> float | None:
     """The newest committed record's timestamp (epoch seconds) over every partition of `topic`,
     reading only the last few records of each; None if it holds none. For topics written with the
-    writer's clock (an offsets topic), that is when it was last written."""
+    writer's clock (an offsets topic), that is when it was last written. A topic that cannot be
+    read now (just created, a leader moving) is asked again, then raises: never "never written"."""
     reader = consumer({**properties, "group.id": "mirror-tail", "enable.auto.commit": "false",
                        "isolation.level": "read_committed"})  # fmt: skip
     try:
-        metadata = reader.list_topics(topic, timeout=timeout_seconds).topics.get(topic)
-        if metadata is not None and metadata.error is not None:
-            if metadata.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
-                raise KafkaException(metadata.error)  # cannot be read now: no "never written"
-            return None
-        if metadata is None:
-            return None
-        starts, ends = [], {}
-        for partition in metadata.partitions:
-            low, high = reader.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=timeout_seconds
-            )
-            if high > low:
-                starts.append(TopicPartition(topic, partition, max(low, high - TAIL_RECORDS)))
-                ends[partition] = high
-        if not starts:
-            return None
-        reader.assign(starts)
-        newest = 0
-        deadline = time.monotonic() + timeout_seconds
-        # A read_committed reader's end is the last stable offset: reads stop there, past markers.
-        while time.monotonic() < deadline:
-            for message in reader.consume(num_messages=1000, timeout=POLL_SECONDS):
-                if message.error() is None:
-                    newest = max(newest, message.timestamp()[1])
-            if all(tp.offset >= ends[tp.partition] for tp in reader.position(starts)):
-                return newest / 1000 if newest else None
-        # A partition not read to its end may hold the newest record: no answer, not an old one.
-        raise KafkaClientError(
-            f"reading the newest records of {topic}: not read to its end in {timeout_seconds:g}s"
+        return retrying(
+            lambda: _newest_timestamp(reader, topic, timeout_seconds),
+            doing=f"reading the newest records of {topic}",
         )
-    except KafkaException as exc:
-        raise translate(exc, f"reading the newest records of {topic}") from exc
     finally:
         reader.close()
+
+
+def _newest_timestamp(reader: Consumer, topic: str, timeout_seconds: float) -> float | None:
+    metadata = reader.list_topics(topic, timeout=timeout_seconds).topics.get(topic)
+    if metadata is not None and metadata.error is not None:
+        if metadata.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+            raise KafkaException(metadata.error)
+        return None
+    if metadata is None:
+        return None
+    starts, ends = [], {}
+    for partition in metadata.partitions:
+        low, high = reader.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout_seconds)
+        if high > low:
+            starts.append(TopicPartition(topic, partition, max(low, high - TAIL_RECORDS)))
+            ends[partition] = high
+    if not starts:
+        return None
+    reader.assign(starts)
+    newest = 0
+    deadline = time.monotonic() + timeout_seconds
+    # A read_committed reader's end is the last stable offset: reads stop there, past markers.
+    while time.monotonic() < deadline:
+        for message in reader.consume(num_messages=1000, timeout=POLL_SECONDS):
+            if message.error() is None:
+                newest = max(newest, message.timestamp()[1])
+        if all(tp.offset >= ends[tp.partition] for tp in reader.position(starts)):
+            return newest / 1000 if newest else None
+    # A partition not read to its end may hold the newest record: no answer, not an old one.
+    raise KafkaClientError(
+        f"reading the newest records of {topic}: not read to its end in {timeout_seconds:g}s"
+    )
