@@ -9,11 +9,12 @@ Unique aliases keep this run's internal topics (and the garbage written into the
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.checkpoint_flow import Flow, values
 from tests.groups import commit, committed, consume_and_commit, produce, resume
@@ -58,8 +59,43 @@ def test_a_group_between_aborted_source_transactions_resumes_exactly_where_it_st
         position = consume_and_commit(flow.source, group, topic, 0, consumed)
         flow.wait_until_copied(topic)
         flow.wait_until_synced(group, topic, upstream=position)
+        # A checkpoint made before the round read the newest syncs is a coarser one (MM2's rule),
+        # and the next one moves the group up: wait for the exact one, where the group's next
+        # record on the target is the one it stopped before on the source.
+        remote = flow.remote(topic)
+        last_read = _offset_of(flow.target, remote, committed_values[consumed - 1])
+        next_to_read = _offset_of(flow.target, remote, committed_values[consumed])
+        assert_eventually(
+            functools.partial(_assert_between, flow.target, group, remote, last_read, next_to_read),
+            timeout=60,
+            interval=0.5,
+        )
         read = resume(flow.target, group, flow.remote(topic), expected=len(committed_values) - consumed)
         assert read == committed_values[consumed:], f"from {consumed}: got {len(read)} records"
+
+
+def _offset_of(cluster: KafkaCluster, topic: str, value: bytes) -> int:
+    """Where the committed record holding `value` sits in partition 0 of `topic`."""
+    reader = Consumer(
+        cluster.properties(
+            **{"group.id": f"find-{uuid.uuid4().hex[:6]}", "isolation.level": "read_committed"}
+        )
+    )
+    reader.assign([TopicPartition(topic, 0, 0)])
+    try:
+        while True:
+            message = reader.poll(10)
+            assert message is not None, f"{value!r} not found in {topic}"
+            if message.error() is None and message.value() == value:
+                return int(message.offset())
+    finally:
+        reader.close()
+
+
+def _assert_between(cluster: KafkaCluster, group: str, topic: str, last_read: int, next_to_read: int) -> None:
+    """The group's next record is `next_to_read`'s: it is past `last_read`, and at most there."""
+    position = committed(cluster, group, topic, 1).get(0)
+    assert position is not None and last_read < position <= next_to_read, (position, last_read, next_to_read)
 
 
 def _produce_with_aborted_transactions(
