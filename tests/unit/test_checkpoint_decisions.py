@@ -26,6 +26,7 @@ from mirror.errors import KafkaClientError, MirrorError, NotAuthorizedError
 from mirror.kafka.group_admin import CommittedOffset, group_offsets
 from mirror.kafka.tail import PartitionTail, TailRecord
 from mirror.kafka.wire import Checkpoint, OffsetSync
+from tests.unit.flows import flow_a_to_b
 
 # librdkafka's answer for a partition the group has no offset for (RD_KAFKA_OFFSET_INVALID).
 OFFSET_INVALID = -1001
@@ -33,19 +34,8 @@ OFFSET_INVALID = -1001
 
 def flow(replication_policy: str = "default", separator: str = ".") -> FlowSettings:
     """Flow A->B whose filter names `orders`, `payments` and `B.orders` (a cycle: never copied)."""
-    return FlowSettings(
-        source="A",
-        target="B",
-        source_consumer={},
-        source_admin={},
-        source_producer={},
-        target_producer={},
-        target_consumer={},
-        target_admin={},
-        topics=["orders", "payments", "B.orders"],
-        topics_exclude=[],
-        replication_policy=replication_policy,
-        separator=separator,
+    return flow_a_to_b(
+        ["orders", "payments", "B.orders"], replication_policy=replication_policy, separator=separator
     )
 
 

@@ -23,6 +23,7 @@ from mirror.kafka.transactions import RetriableError
 from mirror.source.partition_copy import PartitionCopy
 from mirror.source.positions import landed_offset, position_metadata, recorded_topic_id
 from mirror.source.start import read_positions, skip_lost_records
+from tests.unit.flows import flow_a_to_b
 
 TOPIC_ID = "AAAAAAAAAAEAAAAAAAAAAg"
 NEW_TOPIC_ID = "AAAAAAAAAAMAAAAAAAAABA"
@@ -30,19 +31,7 @@ SOURCE_EARLIEST = 7  # where a re-copy starts: no other decision lands there
 
 
 def flow(**changes: Any) -> FlowSettings:
-    return FlowSettings(
-        source="A",
-        target="B",
-        source_consumer={},
-        source_admin={},
-        source_producer={},
-        target_producer={},
-        target_consumer={},
-        target_admin={},
-        topics=["orders"],
-        topics_exclude=[],
-        **changes,
-    )
+    return flow_a_to_b(["orders"], **changes)
 
 
 def part(partition: int = 0) -> PartitionCopy:

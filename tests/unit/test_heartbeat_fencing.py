@@ -10,21 +10,11 @@ import pytest
 from mirror.config.flow_settings import FlowSettings
 from mirror.errors import KafkaClientError, ProducerFencedError
 from mirror.heartbeat import task
+from tests.unit.flows import flow_a_to_b
 
 
 def flow() -> FlowSettings:
-    return FlowSettings(
-        source="A",
-        target="B",
-        source_consumer={},
-        source_admin={},
-        source_producer={},
-        target_producer={},
-        target_consumer={},
-        target_admin={},
-        topics=["orders"],
-        topics_exclude=[],
-    )
+    return flow_a_to_b(["orders"])
 
 
 @pytest.fixture
