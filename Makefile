@@ -71,6 +71,7 @@ lint: $(BIN)/mirror
 	$(BIN)/ruff check mirror tests bench dashboards
 	$(BIN)/ruff format --check mirror tests bench dashboards
 	$(BIN)/mypy mirror bench
+	$(BIN)/lint-imports --no-cache
 
 ## docker-constraints: pin the image's dependencies to the versions installed (and tested) here
 docker-constraints: $(BIN)/mirror

@@ -31,7 +31,7 @@ import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from mirror.kafka.tail import PartitionTail
+from mirror.flow.tail import PartitionTail
 from mirror.kafka.wire import Checkpoint
 
 PARTITIONS = 4

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mirror.client import MirrorClient
 from mirror.errors import WireFormatError
-from mirror.kafka.tail import PartitionTail
+from mirror.flow.tail import PartitionTail
 from mirror.kafka.wire import Checkpoint, OffsetSync
 from tests.groups import committed, consume_and_commit, produce, resume
 from tests.helpers import assert_eventually, create_topic

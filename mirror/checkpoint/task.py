@@ -28,6 +28,9 @@ from mirror.checkpoint.checkpoints import CheckpointStore, plan_group_sync
 from mirror.checkpoint.sync_store import OffsetSyncStore
 from mirror.config.flow_settings import FlowSettings
 from mirror.errors import KafkaClientError, MirrorError, ProducerFencedError, WireFormatError
+from mirror.flow.ownership import flow_mark_reader, stop_if_flow_taken_over
+from mirror.flow.source_offsets import FIXED_OFFSET, encode_checkpoint_key, encode_value
+from mirror.flow.tail import PartitionTail
 from mirror.kafka.admin import last_stable_offsets
 from mirror.kafka.clients import admin_client
 from mirror.kafka.group_admin import (
@@ -37,8 +40,6 @@ from mirror.kafka.group_admin import (
     groups_with_members,
     list_group_ids,
 )
-from mirror.kafka.source_offsets import FIXED_OFFSET, encode_checkpoint_key, encode_value
-from mirror.kafka.tail import PartitionTail
 from mirror.kafka.transactions import (
     AbortableError,
     RetriableError,
@@ -49,7 +50,6 @@ from mirror.kafka.transactions import (
 )
 from mirror.kafka.wire import Checkpoint, OffsetSync
 from mirror.policy import should_replicate_topic
-from mirror.source.ownership import flow_mark_reader, stop_if_flow_taken_over
 
 log = logging.getLogger(__name__)
 

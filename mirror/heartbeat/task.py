@@ -27,10 +27,11 @@ from mirror.errors import (
     ProducerFencedError,
     WireFormatError,
 )
+from mirror.flow.ownership import flow_mark_reader, stop_if_flow_taken_over
+from mirror.flow.source_offsets import FIXED_OFFSET, encode_heartbeat_key, encode_value
+from mirror.flow.tail import PartitionTail
 from mirror.kafka.admin import list_topics
 from mirror.kafka.clients import admin_client
-from mirror.kafka.source_offsets import FIXED_OFFSET, encode_heartbeat_key, encode_value
-from mirror.kafka.tail import PartitionTail
 from mirror.kafka.transactions import (
     AbortableError,
     RetriableError,
@@ -41,7 +42,6 @@ from mirror.kafka.transactions import (
 )
 from mirror.kafka.wire import Heartbeat
 from mirror.policy import remote_heartbeat_topics, replication_path
-from mirror.source.ownership import flow_mark_reader, stop_if_flow_taken_over
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 librdkafka reports transaction trouble in four flavours, and each has one remedy:
 fenced/fatal -> drop the producer and make a new one (after checking this run still owns the
 flow); abortable -> abort and retry; retriable -> retry; anything else -> a KafkaClientError.
-Whether this run still owns the flow is mirror.source.ownership's question; it reads the answer
+Whether this run still owns the flow is mirror.flow.ownership's question; it reads the answer
 with committed_metadata.
 """
 

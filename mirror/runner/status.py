@@ -17,11 +17,11 @@ from typing import Any
 from mirror.client.mirror_client import HeartbeatWatch, MirrorClient
 from mirror.config.flow_settings import FlowSettings
 from mirror.errors import MirrorError, WireFormatError
+from mirror.flow.mark import FlowMark
+from mirror.flow.tail import PartitionTail, newest_timestamp
 from mirror.kafka.admin import list_topics
 from mirror.kafka.clients import admin_client
-from mirror.kafka.flow_mark import FlowMark
 from mirror.kafka.group_admin import groups_with_members
-from mirror.kafka.tail import PartitionTail, newest_timestamp
 from mirror.kafka.wire import Checkpoint
 from mirror.source.offsets_admin import last_owner, list_positions
 

@@ -1,11 +1,11 @@
-"""A copy task's clients for one flow: mirror.kafka.copy_clients, given the flow's properties and names."""
+"""A copy task's clients for one flow: mirror.source.copy_clients, given the flow's properties and names."""
 
 from __future__ import annotations
 
 from confluent_kafka import Consumer, Producer
 
 from mirror.config.flow_settings import FlowSettings
-from mirror.kafka import copy_clients
+from mirror.source import copy_clients
 
 
 def _copier_group(settings: FlowSettings) -> str:

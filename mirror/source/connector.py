@@ -2,7 +2,7 @@
 copy task copies which partitions, and the fencing round before a new assignment copies.
 
 Order, at start and whenever the replicated partitions change:
-  1. commit the flow mark naming the new generation (mirror.kafka.flow_mark) through the lease;
+  1. commit the flow mark naming the new generation (mirror.flow.mark) through the lease;
      from then on a task of an older generation that re-opens sees it and ends;
   2. fence every copy-task transactional id that may exist (ids 0..task_ids-1): whatever a task
      of an older generation still holds open is aborted, and its next call fails as fenced;
@@ -20,8 +20,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from mirror.config.flow_settings import FlowSettings
+from mirror.flow.mark import FlowMark
 from mirror.kafka.fencing import fence_transactional_ids
-from mirror.kafka.flow_mark import FlowMark
 from mirror.source.assignment import Assignment, SourcePartition, assign, moved
 from mirror.source.job import PublishedAssignment
 from mirror.source.lease import FlowLease

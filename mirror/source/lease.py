@@ -17,10 +17,10 @@ from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from mirror.config.flow_settings import FlowSettings
 from mirror.errors import FlowTakenOverError, KafkaClientError, ProducerStuckError
+from mirror.flow.mark import FlowMark
+from mirror.flow.ownership import flow_mark_reader, read_flow_mark, stop_if_flow_taken_over
 from mirror.kafka.clients import consumer, producer, translate
-from mirror.kafka.flow_mark import FlowMark
 from mirror.kafka.transactions import AbortableError, RetriableError, bounded, send_offsets
-from mirror.source.ownership import flow_mark_reader, read_flow_mark, stop_if_flow_taken_over
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ class FlowLease:
 
     def __init__(self, settings: FlowSettings) -> None:
         self._settings = settings
-        # What every renewal commits: owner, copy generation, task ids, stopping (mirror.kafka.flow_mark).
+        # What every renewal commits: owner, copy generation, task ids, stopping (mirror.flow.mark).
         self.mark = FlowMark(settings.instance_id, 0, 0)
         self._lock = threading.Lock()
         self._producer = self._new_producer()
@@ -167,7 +167,7 @@ class FlowLease:
 
     def _commit_mark(self) -> None:
         # An empty transaction never reaches the coordinator; committing a group offset does.
-        # Its metadata names this instance: the flow's owner, as fenced tasks check (mirror.source.ownership).
+        # Its metadata names this instance: the flow's owner, as fenced tasks check (mirror.flow.ownership).
         renewed = replace(self.mark, renewed_ms=int(time.time() * 1000))
         mark = [TopicPartition(self._settings.offsets_topic, 0, 0, metadata=renewed.encode())]
         doing = f"flow {self._settings.name}: renewing the lease"

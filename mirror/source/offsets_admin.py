@@ -22,14 +22,14 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from mirror.config.flow_settings import FlowSettings
 from mirror.errors import ConfigError, FlowInUseError, KafkaClientError
+from mirror.flow.mark import FlowMark
+from mirror.flow.ownership import flow_mark_reader, read_flow_mark
+from mirror.flow.source_offsets import SourcePartition, encode_key, encode_value
 from mirror.kafka.admin import committed_with_metadata, earliest_offsets, last_stable_offsets
 from mirror.kafka.clients import admin_client, consumer, producer, translate
 from mirror.kafka.fencing import fence_transactional_ids
-from mirror.kafka.flow_mark import FlowMark
-from mirror.kafka.source_offsets import SourcePartition, encode_key, encode_value
 from mirror.kafka.transactions import AbortableError, RetriableError
 from mirror.source.lease import FlowLease
-from mirror.source.ownership import flow_mark_reader, read_flow_mark
 from mirror.source.positions import landed_offset
 from mirror.topics.sync import TopicSync
 

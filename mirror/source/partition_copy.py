@@ -13,7 +13,7 @@ from mirror.source.offset_syncs import PartitionState, triggered_syncs
 
 @dataclass(eq=False)
 class PartitionCopy:
-    """Implements mirror.kafka.record_copy.CopySink."""
+    """Implements mirror.source.record_copy.CopySink."""
 
     flow: str
     topic: str

@@ -23,6 +23,8 @@ from confluent_kafka.admin import AdminClient
 
 from mirror.config.flow_settings import FlowSettings
 from mirror.errors import KafkaClientError, RemoteTopicDeletedError, SourceTruncatedError
+from mirror.flow.offsets_store import read_to_end
+from mirror.flow.source_offsets import CONNECTOR_NAME, decode_key, decode_value
 from mirror.kafka.admin import (
     committed_with_metadata,
     earliest_offsets,
@@ -30,11 +32,9 @@ from mirror.kafka.admin import (
     last_stable_offsets,
     topic_ids,
 )
-from mirror.kafka.offsets_store import read_to_end
-from mirror.kafka.partition_reads import holds_no_committed_record, seek, watermarks
-from mirror.kafka.source_offsets import CONNECTOR_NAME, decode_key, decode_value
 from mirror.kafka.transactions import RetriableError
 from mirror.source.partition_copy import PartitionCopy
+from mirror.source.partition_reads import holds_no_committed_record, seek, watermarks
 from mirror.source.positions import landed_offset, recorded_topic_id
 
 log = logging.getLogger(__name__)

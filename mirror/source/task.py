@@ -30,12 +30,12 @@ from mirror.errors import (
     NotAuthorizedError,
     ProducerFencedError,
 )
+from mirror.flow.ownership import flow_mark_reader, stop_if_flow_taken_over
 from mirror.kafka.clients import admin_client
-from mirror.kafka.record_copy import ConsumeError, consumer_positions, copy_messages, next_messages
 from mirror.kafka.transactions import AbortableError, RetriableError, abort, call
 from mirror.source.clients import positions_reader, remote_reader, source_reader, sync_writer, task_writer
-from mirror.source.ownership import flow_mark_reader, stop_if_flow_taken_over
 from mirror.source.partition_copy import PartitionCopy
+from mirror.source.record_copy import ConsumeError, consumer_positions, copy_messages, next_messages
 from mirror.source.start import read_positions, seek_to_position, skip_lost_records
 from mirror.source.stats import StatsSender
 from mirror.source.transaction import RemoteRecreatedError, Writers, commit_moved, needs_commit

@@ -20,12 +20,12 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from mirror.config.flow_settings import FlowSettings
 from mirror.errors import NotAuthorizedError, ProducerFencedError, RecordRejectedError, RecordTooLargeError
-from mirror.kafka.record_copy import TOO_LARGE_CODES
-from mirror.kafka.source_offsets import SourcePartition, encode_key, encode_value
+from mirror.flow.source_offsets import SourcePartition, encode_key, encode_value
 from mirror.kafka.transactions import AbortableError, RetriableError, call, classify, commit, send_offsets
 from mirror.kafka.wire import OffsetSync
 from mirror.source.partition_copy import PartitionCopy
 from mirror.source.positions import position_metadata
+from mirror.source.record_copy import TOO_LARGE_CODES
 from mirror.source.stats import TaskStats
 
 FLUSH_SECONDS = 60.0

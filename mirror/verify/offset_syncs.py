@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from mirror.config.flow_settings import FlowSettings
 from mirror.kafka.admin import earliest_offsets, last_stable_offsets, list_topics
 from mirror.kafka.clients import admin_client
-from mirror.kafka.range_reads import read_ranges
 from mirror.kafka.wire import OffsetSync
+from mirror.verify.range_reads import read_ranges
 
 
 def read_offset_syncs(settings: FlowSettings) -> Iterator[OffsetSync]:

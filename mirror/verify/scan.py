@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from mirror.kafka.range_reads import read_ranges
 from mirror.verify.digest import ChainDigest, record_digest
+from mirror.verify.range_reads import read_ranges
 
 Partition = tuple[str, int]
 

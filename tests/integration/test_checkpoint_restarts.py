@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirror.kafka.tail import PartitionTail
+from mirror.flow.tail import PartitionTail
 from mirror.kafka.wire import Checkpoint
 from tests.helpers import assert_eventually, create_topic, run_seed, unique_name
 from tests.kafka_backends import KafkaCluster

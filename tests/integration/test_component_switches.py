@@ -15,7 +15,7 @@ import yaml
 from confluent_kafka.admin import AdminClient
 
 from mirror.errors import WireFormatError
-from mirror.kafka.tail import PartitionTail
+from mirror.flow.tail import PartitionTail
 from mirror.kafka.wire import Heartbeat
 from tests.helpers import assert_eventually, create_topic
 from tests.kafka_backends import KafkaCluster

@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from mirror.client import MirrorClient
-from mirror.kafka.tail import PartitionTail
+from mirror.flow.tail import PartitionTail
 from mirror.kafka.wire import Heartbeat
 from tests.groups import committed, consume_and_commit, produce
 from tests.helpers import assert_eventually, create_topic, unique_name

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from mirror.kafka.source_offsets import SourcePartition, decode_value, encode_checkpoint_key, encode_key
-from mirror.kafka.tail import PartitionTail
+from mirror.flow.source_offsets import SourcePartition, decode_value, encode_checkpoint_key, encode_key
+from mirror.flow.tail import PartitionTail
 from mirror.kafka.wire import Checkpoint, OffsetSync
 from tests.groups import consume_and_commit, produce
 from tests.helpers import assert_eventually, create_topic, unique_name

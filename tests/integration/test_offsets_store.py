@@ -8,8 +8,8 @@ import time
 import pytest
 from confluent_kafka import Producer
 
-from mirror.kafka.offsets_store import read_to_end
-from mirror.kafka.source_offsets import SourcePartition, decode_value, encode_key, encode_value
+from mirror.flow.offsets_store import read_to_end
+from mirror.flow.source_offsets import SourcePartition, decode_value, encode_key, encode_value
 from tests.helpers import assert_eventually, create_topic, unique_name
 from tests.kafka_backends import KafkaCluster
 

@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from mirror.kafka.tail import PartitionTail
+from mirror.flow.tail import PartitionTail
 from mirror.kafka.wire import Checkpoint
 from mirror.local.ports import free_port
 from tests.groups import committed

@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import Producer
 
 from mirror.errors import KafkaClientError
-from mirror.kafka.tail import PartitionTail
+from mirror.flow.tail import PartitionTail
 from mirror.kafka.wire import Heartbeat
 from tests.helpers import assert_eventually, create_topic, unique_name
 from tests.kafka_backends import KafkaCluster

@@ -23,8 +23,8 @@ from mirror.checkpoint.checkpoints import CheckpointStore, plan_group_sync
 from mirror.checkpoint.task import CheckpointRow, _FlowState, _translate
 from mirror.config.flow_settings import FlowSettings
 from mirror.errors import KafkaClientError, MirrorError, NotAuthorizedError
+from mirror.flow.tail import PartitionTail, TailRecord
 from mirror.kafka.group_admin import CommittedOffset, group_offsets
-from mirror.kafka.tail import PartitionTail, TailRecord
 from mirror.kafka.wire import Checkpoint, OffsetSync
 from tests.unit.flows import flow_a_to_b
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mirror.kafka.flow_mark import FlowMark
+from mirror.flow.mark import FlowMark
 from mirror.source.assignment import Assignment, assign, moved
 from mirror.source.partition_copy import PartitionCopy
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mirror.kafka.copy_clients import task_writer_config
+from mirror.source.copy_clients import task_writer_config
 
 
 def test_a_transactional_writer_lingers_for_the_commit_interval() -> None:

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from mirror.cli import _build_parser
+from mirror.cli.main import build_parser
 from mirror.metrics import CheckpointMetrics, HeartbeatMetrics, RunMetrics, SourceMetrics
 from tests import dashboards
 
@@ -149,7 +149,7 @@ def test_every_alert_has_a_severity_a_summary_and_a_runbook_of_four_sections(rul
 
 
 def test_the_mirror_commands_the_runbooks_give_exist() -> None:
-    (subcommands,) = [a for a in _build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    (subcommands,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
     commands = set(subcommands.choices)
     used = {
         match

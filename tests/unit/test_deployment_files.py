@@ -23,7 +23,7 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 
-from mirror.cli import _build_parser
+from mirror.cli.main import build_parser
 from mirror.config import load_config
 from mirror.errors import ConfigError, FlowTakenOverError
 from mirror.local.jars import KAFKA_VERSION, cache_root
@@ -109,7 +109,7 @@ def test_the_image_pins_its_base_images_and_runs_mirror_as_a_non_root_user() -> 
     assert ("ENTRYPOINT", '["/usr/bin/tini", "--", "mirror"]') in instructions
     (cmd,) = [json.loads(args) for name, args in instructions if name == "CMD"]
     assert cmd == ["run", "/etc/mirror/mm2.yaml"]
-    _build_parser().parse_args(cmd)  # a command mirror knows
+    build_parser().parse_args(cmd)  # a command mirror knows
     assert ("STOPSIGNAL", "SIGTERM") in instructions
     for name, args in instructions:
         if name == "COPY" and "--from" not in args:
@@ -197,7 +197,7 @@ def test_mirror_in_the_compose_demo_reads_a_valid_config_naming_the_demos_cluste
     # A clean stop may take a minute (a cluster away); docker's default 10 s would kill it first.
     assert int(mirror["stop_grace_period"].rstrip("s")) >= 60
     monitor = compose["services"]["heartbeat-monitor"]["command"]
-    _build_parser().parse_args(monitor)
+    build_parser().parse_args(monitor)
 
 
 def test_prometheus_scrapes_the_demos_services_and_loads_the_alert_rules(tmp_path: Path) -> None:
@@ -260,7 +260,7 @@ def test_the_deployment_runs_one_instance_that_stops_cleanly_and_is_probed_on_it
     assert pod["terminationGracePeriodSeconds"] >= 60
     assert pod["securityContext"]["runAsUser"] == 10001 and pod["securityContext"]["runAsNonRoot"]
     (container,) = pod["containers"]
-    _build_parser().parse_args(container["args"])
+    build_parser().parse_args(container["args"])
     (port,) = container["ports"]
     assert port == {"name": "metrics", "containerPort": int(_image_env()["MIRROR_METRICS__PORT"])}
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
@@ -317,7 +317,7 @@ def test_the_systemd_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
 def test_the_systemd_unit_stops_mirror_as_mirror_expects_and_restarts_only_what_a_restart_mends() -> None:
     unit = _unit()
     (start,) = unit["ExecStart"]
-    _build_parser().parse_args(shlex.split(start)[1:])
+    build_parser().parse_args(shlex.split(start)[1:])
     assert unit["KillMode"] == ["mixed"] and unit["KillSignal"] == ["SIGTERM"]
     assert int(unit["TimeoutStopSec"][0]) >= 90
     assert unit["Restart"] == ["on-failure"]

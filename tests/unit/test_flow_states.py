@@ -8,7 +8,7 @@ from typing import Any
 
 from mirror.config.flow_settings import FlowSettings, flow_settings
 from mirror.config.models import MirrorConfig
-from mirror.kafka.flow_mark import FlowMark
+from mirror.flow.mark import FlowMark
 from mirror.runner.status import _state
 
 

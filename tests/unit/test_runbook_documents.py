@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mirror.cli import _build_parser
+from mirror.cli.main import build_parser
 from tests.runbooks import extract_steps
 
 RUNBOOKS = sorted((Path(__file__).resolve().parents[2] / "docs" / "runbooks").glob("[a-z]*.md"))
@@ -54,7 +54,7 @@ def test_every_mirror_command_of_a_runbook_parses_and_every_hook_is_known(
     steps = extract_steps(runbook.read_text(encoding="utf-8"))
     commands = [args for step in steps if step.code for args in _mirror_commands(step.code)]
     assert len(commands) >= 5
-    parser = _build_parser()
+    parser = build_parser()
     for args in commands:
         parser.parse_args(args)  # SystemExit (and the test fails) on an unknown command or option
     assert {step.hook for step in steps if step.hook} <= HOOKS

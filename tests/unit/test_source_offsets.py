@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mirror.errors import WireFormatError
-from mirror.kafka.source_offsets import (
+from mirror.flow.source_offsets import (
     SourcePartition,
     decode_key,
     decode_value,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mirror.kafka.source_offsets import encode_checkpoint_key, encode_heartbeat_key
+from mirror.flow.source_offsets import encode_checkpoint_key, encode_heartbeat_key
 from mirror.policy import (
     checkpoint_topics,
     heartbeat_topics,

@@ -1,6 +1,6 @@
 """Which `mirror run` owns a flow, as every writer of the flow checks it after being fenced.
 
-The owner records itself in the flow mark (mirror.kafka.flow_mark), the metadata its lease
+The owner records itself in the flow mark (mirror.flow.mark), the metadata its lease
 commits in the flow's lease group (mirror.source.lease). A fenced copy task, checkpoint or
 heartbeat writer reads the mark: if another instance owns the flow now, the writer is a zombie
 and stops; otherwise its own instance fenced it, and it may open again.
@@ -12,18 +12,28 @@ from confluent_kafka import Consumer
 
 from mirror.config.flow_settings import FlowSettings
 from mirror.errors import FlowTakenOverError
-from mirror.kafka.copy_clients import committed_reader
-from mirror.kafka.flow_mark import FlowMark
+from mirror.flow.mark import FlowMark
+from mirror.kafka.clients import consumer
 from mirror.kafka.transactions import committed_metadata
 
 
 def flow_mark_reader(settings: FlowSettings) -> Consumer:
-    """A read_committed consumer in the flow's lease group: it reads the flow mark."""
-    return committed_reader(settings.target_consumer, settings.lease_group())
+    """A read_committed consumer in the flow's lease group: it reads the flow mark.
+
+    read_committed, because the mark is metadata committed in a transaction: only a committed
+    one names the owner.
+    """
+    return consumer(
+        {
+            **settings.target_consumer,
+            "group.id": settings.lease_group(),
+            "isolation.level": "read_committed",
+        }
+    )
 
 
 def read_flow_mark(settings: FlowSettings, owner_reader: Consumer) -> FlowMark | None:
-    """The flow mark the lease's owner committed last (mirror.kafka.flow_mark); None if none yet.
+    """The flow mark the lease's owner committed last (mirror.flow.mark); None if none yet.
 
     `owner_reader` is a read_committed consumer in the flow's lease group.
     """

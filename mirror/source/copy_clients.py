@@ -1,7 +1,7 @@
 """The clients one copy task uses, with the librdkafka settings the copy depends on.
 
 Plain values in (client properties, group and transactional ids), clients out: which flow they
-serve is decided above, in mirror.source.clients and mirror.source.ownership.
+serve is decided by its callers, mirror.source.clients and mirror.flow.ownership.
 """
 
 from __future__ import annotations
@@ -48,12 +48,6 @@ def positions_reader(properties: dict[str, str], group_id: str) -> Consumer:
             "isolation.level": "read_committed",
         }
     )
-
-
-def committed_reader(properties: dict[str, str], group_id: str) -> Consumer:
-    """Reads what `group_id` committed, read_committed: offsets committed in a transaction (and
-    their metadata, such as the flow mark) only once the transaction commits."""
-    return consumer({**properties, "group.id": group_id, "isolation.level": "read_committed"})
 
 
 def remote_reader(properties: dict[str, str], group_id: str) -> Consumer:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mirror.cli_flows import flow_from_args
+from mirror.cli.flows import flow_from_args
 
 if TYPE_CHECKING:  # the CLI starts fast: Kafka clients and config models load in the handlers
     from mirror.config.flow_settings import FlowSettings

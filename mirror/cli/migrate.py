@@ -63,7 +63,7 @@ def add_migrate_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from mirror.cli_flows import flow_from_args
+    from mirror.cli.flows import flow_from_args
     from mirror.migrate.plan import plan_migration, render_plan
 
     plan = plan_migration(flow_from_args(args))
@@ -72,7 +72,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _groups(args: argparse.Namespace) -> int:
-    from mirror.cli_flows import flow_from_args
+    from mirror.cli.flows import flow_from_args
     from mirror.errors import MigrationIncompleteError
     from mirror.migrate.groups import move_groups
     from mirror.topics.sync import TopicSync
@@ -92,7 +92,7 @@ def _groups(args: argparse.Namespace) -> int:
 
 
 def _cutover(args: argparse.Namespace) -> int:
-    from mirror.cli_flows import flow_from_args
+    from mirror.cli.flows import flow_from_args
     from mirror.migrate.cutover import CutoverOptions, run_cutover
 
     options = CutoverOptions(
@@ -112,7 +112,7 @@ def _cutover(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from mirror.cli_flows import flow_from_args
+    from mirror.cli.flows import flow_from_args
     from mirror.migrate.state import STEPS, load_state, state_path
     from mirror.source.offsets_admin import list_positions
 

@@ -34,7 +34,7 @@ def add_verify_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from mirror.cli_flows import flow_from_args
+    from mirror.cli.flows import flow_from_args
     from mirror.verify.job import verify_flow
 
     report = verify_flow(flow_from_args(args), args.topic, workers=args.workers)
