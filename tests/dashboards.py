@@ -12,7 +12,10 @@ DASHBOARDS = Path(__file__).resolve().parents[1] / "dashboards"
 
 
 def load(name: str) -> ModuleType:
-    """dashboards/<name>.py (not a package: it is run as a script)."""
+    """dashboards/<name>.py (not a package: it is run as a script). A script imports its sibling
+    modules from its own directory, which Python puts on sys.path for it: so does this."""
+    if str(DASHBOARDS) not in sys.path:
+        sys.path.append(str(DASHBOARDS))
     spec = importlib.util.spec_from_file_location(f"dashboards_{name}", DASHBOARDS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -19,6 +19,7 @@ from mirror.cli.run import add_run_command
 from mirror.cli.status import add_status_command
 from mirror.cli.verify import add_verify_command
 from mirror.errors import MirrorError
+from mirror.logs import configure, emits_json
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -49,27 +50,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.debug else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    if args.debug:
-        logging.getLogger("mirror.librdkafka").setLevel(logging.DEBUG)
-    else:
-        # Their INFO lines (every job run, every py4j call) drown mirror's own progress lines. And
-        # py4j logs, with a traceback, every exception a foreachBatch callback passes back to Spark;
-        # the query fails with it and the supervisor reports it in one line, so those stay quiet.
-        logging.getLogger("py4j").setLevel(logging.CRITICAL)
-        # A job still running at its next interval (a cluster not answering) is expected; the
-        # progress line says so instead of a warning every interval.
-        logging.getLogger("apscheduler").setLevel(logging.ERROR)
-
+    # Commands log as `mirror run` does in text; `run` sets its own format and levels once it
+    # has read its configuration.
+    configure("text", debug=args.debug)
     try:
         return int(args.handler(args))
     except MirrorError as exc:
         for line in str(exc).splitlines() or [type(exc).__name__]:
-            print(f"mirror: {line}", file=sys.stderr)
+            _error(line)
         return exc.exit_code
     except KeyboardInterrupt:
         print("mirror: interrupted; anything this command had started was stopped", file=sys.stderr)
@@ -77,8 +65,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the CLI boundary: a bug gets one line, not a traceback
         if args.debug:
             traceback.print_exc()
-        print(
-            f"mirror: internal error ({type(exc).__name__}: {exc}); rerun with --debug and report it",
-            file=sys.stderr,
-        )
+        _error(f"internal error ({type(exc).__name__}: {exc}); rerun with --debug and report it")
         return 1
+
+
+def _error(line: str) -> None:
+    """One line of the error that ends the command; a JSON log line when the run logs JSON."""
+    if emits_json():
+        logging.getLogger("mirror").error(line)
+    else:
+        print(f"mirror: {line}", file=sys.stderr)

@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
+
+from mirror.logs import LOG_FORMATS, configure
 
 
 def add_run_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = commands.add_parser("run", help="replicate every enabled flow of an mm2.yaml")
     run.add_argument("config", type=Path, help="path to mm2.yaml")
+    run.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="text",
+        help="text (default), or json: one object per line with time, level, logger, message, flow, "
+        "component, task and partition(s), from the driver and every Spark worker",
+    )
     run.set_defaults(handler=_run)
 
 
@@ -24,4 +35,14 @@ def _run(args: argparse.Namespace) -> int:
     from mirror.runner.supervisor import Supervisor
 
     config = load_config(args.config)
-    return Supervisor(config, out=lambda line: print(line, file=sys.stderr, flush=True), stop=stop).run()
+    configure(args.log_format, config.logging, debug=args.debug)
+    out = _progress_lines(args.log_format)
+    return Supervisor(config, out=out, stop=stop, log_format=args.log_format).run()
+
+
+def _progress_lines(log_format: str) -> Callable[[str], None]:
+    """Where the run's progress lines go: standard error as they are, or as JSON log lines."""
+    if log_format == "json":
+        progress = logging.getLogger("mirror.progress")
+        return progress.info
+    return lambda line: print(line, file=sys.stderr, flush=True)

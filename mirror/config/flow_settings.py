@@ -66,6 +66,9 @@ class FlowSettings:
     # Heartbeats reach the source's heartbeats topic (this flow's reverse heartbeats, or those of an
     # enabled flow target->source) and the flow copies that topic, so they show it alive.
     heartbeats_through: bool = True
+    # How the executors log (mirror.logs): `mirror run --log-format` and mm2.yaml's `logging:`.
+    log_format: str = "text"
+    log_levels: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -159,7 +162,13 @@ def default_tasks_max() -> int:
 
 
 def flow_settings(
-    config: MirrorConfig, source: str, target: str, flow: FlowConfig, *, instance_id: str = ""
+    config: MirrorConfig,
+    source: str,
+    target: str,
+    flow: FlowConfig,
+    *,
+    instance_id: str = "",
+    log_format: str = "text",
 ) -> FlowSettings:
     reverse = next((f for s, t, f in config.flow_endpoints() if (s, t) == (target, source)), None)
     source_cluster, target_cluster = config.clusters[source], config.clusters[target]
@@ -195,6 +204,8 @@ def flow_settings(
         auto_offset_reset=source_cluster.client_properties("consumer").get("auto.offset.reset", "earliest"),
         on_remote_topic_deleted=flow.on_remote_topic_deleted,
         instance_id=instance_id,
+        log_format=log_format,
+        log_levels=dict(config.logging),
         groups=list(flow.groups),
         groups_exclude=list(flow.groups_exclude),
         emit_checkpoints=flow.emit_checkpoints,

@@ -22,6 +22,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from mirror.logs import LEVELS
 from mirror.policy.filters import (
     DEFAULT_CONFIG_PROPERTIES_EXCLUDE,
     DEFAULT_GROUPS,
@@ -320,6 +321,17 @@ class MirrorConfig(BaseSettings):
     flows: dict[str, FlowConfig] = Field(default_factory=dict)
     spark: SparkConfig = Field(default_factory=SparkConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    # Levels per logger, e.g. {mirror.source: DEBUG}: over mirror's INFO, on the driver and in
+    # every Spark worker (mirror.logs).
+    logging: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("logging")
+    @classmethod
+    def _known_levels(cls, levels: dict[str, str]) -> dict[str, str]:
+        for name, level in levels.items():
+            if str(level).upper() not in LEVELS:
+                raise ValueError(f"{name}: unknown level {level!r}; use one of {', '.join(LEVELS)}")
+        return {name: str(level).upper() for name, level in levels.items()}
 
     @classmethod
     def settings_customise_sources(

@@ -63,9 +63,15 @@ EXIT_OK, EXIT_FAILED = 0, 1
 
 class Supervisor:
     def __init__(
-        self, config: MirrorConfig, *, out: Callable[[str], None] = print, stop: threading.Event | None = None
+        self,
+        config: MirrorConfig,
+        *,
+        out: Callable[[str], None] = print,
+        stop: threading.Event | None = None,
+        log_format: str = "text",
     ) -> None:
         self._config = config
+        self._log_format = log_format
         self._out = out
         self._stop = stop if stop is not None else threading.Event()
         self.instance_id = uuid.uuid4().hex
@@ -90,7 +96,17 @@ class Supervisor:
 
     def run(self) -> int:
         enabled = [
-            (flow_settings(self._config, source, target, flow, instance_id=self.instance_id), flow)
+            (
+                flow_settings(
+                    self._config,
+                    source,
+                    target,
+                    flow,
+                    instance_id=self.instance_id,
+                    log_format=self._log_format,
+                ),
+                flow,
+            )
             for source, target, flow in self._config.flow_endpoints()
             if flow.enabled
         ]

@@ -26,6 +26,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import StructType
 
 from mirror.config.flow_settings import FlowSettings
+from mirror.logs import configure
 from mirror.source.assignment import Assignment, SourcePartition
 from mirror.source.task import CopyTaskSpec, TaskSummary, run_copy_task
 from mirror.spark.registry import register_for_one_query
@@ -113,6 +114,7 @@ class CopyEpochReader(DataSourceStreamReader):
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         if not isinstance(partition, CopyTaskPartition):
             raise TypeError(f"mirror_copy got a {type(partition).__name__}, not a CopyTaskPartition")
+        configure(self._settings.log_format, self._settings.log_levels)
         yield astuple(run_copy_task(self._settings, partition.spec))
 
     def commit(self, end: dict[str, int]) -> None:

@@ -55,6 +55,10 @@ class PartitionCopy:
     def where(self) -> str:
         return f"flow {self.flow}: {self.topic}-{self.partition}"
 
+    def log_fields(self) -> dict[str, str]:
+        """The `partition` field of a log line about this partition (mirror.logs)."""
+        return {"partition": f"{self.topic}-{self.partition}"}
+
     def on_delivery(self, error: Any, message: Any) -> None:
         if error is not None:
             size = len(message.value() or b"") + len(message.key() or b"")

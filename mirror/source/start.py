@@ -110,7 +110,13 @@ def read_positions(
             part.position = _recopy(settings, part, low, proof, report)
         elif (part.topic, part.partition) in stored:
             part.position = stored[(part.topic, part.partition)]
-            log.warning("%s: position taken from %s: %d", part.where(), settings.offsets_topic, part.position)
+            log.warning(
+                "%s: position taken from %s: %d",
+                part.where(),
+                settings.offsets_topic,
+                part.position,
+                extra=part.log_fields(),
+            )
         else:
             raise KafkaClientError(
                 f"{part.where()}: the flow's position for {part.remote_topic}-{part.partition} is gone from "
@@ -197,7 +203,7 @@ def _recopy(settings: FlowSettings, part: PartitionCopy, low: int, proof: str, r
             f"{message}; restore it, or set on_remote_topic_deleted: recopy to copy the partition "
             f"again from offset {low}"
         )
-    log.error("%s; copying the partition again from offset %d", message, low)
+    log.error("%s; copying the partition again from offset %d", message, low, extra=part.log_fields())
     report(
         "recopied",
         f"flow {settings.name}: {part.remote_topic}-{part.partition} on {settings.target} had been deleted "
@@ -239,7 +245,7 @@ def skip_lost_records(
         remedy = f"set on_source_truncation: continue to go on from offset {low}"
     if settings.on_source_truncation == "fail":
         raise SourceTruncatedError(f"{message}; {remedy}")
-    log.error("%s; continuing from offset %d", message, low)
+    log.error("%s; continuing from offset %d", message, low, extra=part.log_fields())
     report("truncated", f"{message}; continuing from offset {low}")
     part.truncated += lost
     return int(low)

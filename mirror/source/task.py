@@ -33,6 +33,7 @@ from mirror.errors import (
 from mirror.flow.ownership import flow_mark_reader, stop_if_flow_taken_over
 from mirror.kafka.clients import admin_client
 from mirror.kafka.transactions import AbortableError, RetriableError, abort, call
+from mirror.logs import log_context, partition_names
 from mirror.source.clients import positions_reader, remote_reader, source_reader, sync_writer, task_writer
 from mirror.source.partition_copy import PartitionCopy
 from mirror.source.record_copy import ConsumeError, consumer_positions, copy_messages, next_messages
@@ -52,6 +53,11 @@ STALL_SECONDS = 120.0
 MIN_FAILURES = 5
 State = Literal["current", "stale", "stopping"]
 TRANSIENT_ERRORS = (AbortableError, RetriableError, RemoteRecreatedError, KafkaClientError)
+_ENDINGS = {
+    "window": "the epoch's window ended",
+    "stale": "a newer assignment generation owns them",
+    "stopping": "the flow's owner is stopping",
+}
 
 
 @dataclass(frozen=True)
@@ -81,8 +87,18 @@ class TaskSummary:
 
 
 def run_copy_task(settings: FlowSettings, spec: CopyTaskSpec) -> TaskSummary:
-    with _CopyTask(settings, spec) as task:
-        return task.run()
+    owned = partition_names(spec.partitions)
+    with log_context(flow=settings.name, component="source", task=spec.index, partitions=owned):
+        with _CopyTask(settings, spec) as task:
+            summary = task.run()
+        log.info(
+            "gave up %d partitions: %s; %d records in %d transactions",
+            summary.partitions,
+            _ENDINGS.get(summary.ended, summary.ended),
+            summary.records,
+            summary.transactions,
+        )
+        return summary
 
 
 class _CopyTask:
@@ -108,6 +124,7 @@ class _CopyTask:
             else None
         )
         self.in_transaction = False
+        self._began = time.monotonic()  # when the open transaction began
         self._said: set[str] = set()  # waiting conditions already reported (_say_once)
 
     def __enter__(self) -> _CopyTask:
@@ -147,18 +164,18 @@ class _CopyTask:
                 return self.summary
             except (NotAuthorizedError, ClusterAuthenticationError):
                 raise  # a missing ACL or refused credentials: only the user can fix it
-            except ProducerFencedError:
+            except ProducerFencedError as exc:
                 # Stuck in librdkafka, or fenced: by a zombie of an older generation re-opening, or
                 # by a fencing round. Which one, the mark says when the task opens again; a task of
                 # an older generation just ends.
+                log.info("fenced (%s); opening again if the flow mark still names this generation", exc)
                 self.stats.current.fenced += 1
                 self.in_transaction = False
                 self.producer = None
             except TRANSIENT_ERRORS as exc:
                 # The target or source away for a while, a transaction the coordinator aborted:
                 # nothing uncommitted counts, so the task goes back to the committed positions.
-                log.info("flow %s: copy task %d: %s; going back to the committed positions",
-                         self.settings.name, self.spec.index, exc)  # fmt: skip
+                log.warning("aborting the open transaction: %s; going back to the committed positions", exc)
                 if isinstance(exc, RetriableError):
                     self._say_once(str(exc))
                 self.stats.current.aborted += 1
@@ -184,6 +201,12 @@ class _CopyTask:
         self._rewind()
         if not self.stats.current.opened:
             self.stats.current.opened = time.time()
+            log.info(
+                "took %d partitions (generation %d, transactional id %s)",
+                len(self.parts),
+                self.spec.generation,
+                self.transactional_id or "none: at-least-once",
+            )
         return True
 
     def _rewind(self) -> None:
@@ -245,6 +268,7 @@ class _CopyTask:
             producer = self.producer
             call(producer.begin_transaction, f"flow {self.settings.name}: beginning a transaction")  # type: ignore[union-attr]
             self.in_transaction = True
+            self._began = time.monotonic()
 
     def _commit(self) -> None:
         assert self.producer is not None  # noqa: S101 - opened before copying
@@ -253,11 +277,20 @@ class _CopyTask:
         for part, position in zip(touched, consumer_positions(self.source, touched), strict=True):
             part.position = max(part.position, part.upstream[-1] + 1, position)
         writers = Writers(self.producer, self.positions, self.sync_producer)
-        self.summary.records += commit_moved(
+        records = commit_moved(
             self.settings, self.parts, writers, self.stats.current, in_transaction=self.settings.exactly_once
         )
         self.in_transaction = False
+        self.summary.records += records
         self.summary.transactions += 1
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "committed %d records of %d partitions in %.0f ms",
+                records,
+                len(touched),
+                (time.monotonic() - self._began) * 1000,
+                extra={"partitions": partition_names((p.topic, p.partition) for p in touched)},
+            )
 
     def _sweep_positions(self) -> None:
         """Positions the consumer moved past aborted records and markers, with no record to copy."""
@@ -278,7 +311,7 @@ class _CopyTask:
             elif error.retriable:
                 # librdkafka keeps fetching the partition (a leader moving, a topic being deleted
                 # that the next topic refresh drops from the assignment); the others copy on.
-                log.debug("%s: %s", part.where(), error)
+                log.debug("%s: %s", part.where(), error, extra=part.log_fields())
             else:
                 raise error.classified()
 

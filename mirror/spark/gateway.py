@@ -18,9 +18,11 @@ from collections.abc import Callable, Iterable
 from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 
+from mirror.logs import emits_json
 from mirror.spark.signals import threads_without_signals
 
 log = logging.getLogger(__name__)
+_jvm_log = logging.getLogger("mirror.spark.jvm")
 
 TRACEBACK = "Traceback (most recent call last):"
 # Python's lines between the tracebacks of a chained exception.
@@ -84,6 +86,10 @@ def _write_through(line: str) -> None:
     # Never raise: this thread must keep draining the pipe, or the JVM and every Python worker
     # block on their next write to it.
     if _unwritable.is_set() or sys.stderr is None:
+        return
+    if emits_json() and not line.startswith("{"):
+        # The JVM's own lines (log4j), among the workers' JSON ones: one JSON line each as well.
+        _jvm_log.info(line.rstrip("\n"))
         return
     try:
         sys.stderr.write(line)

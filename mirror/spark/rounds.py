@@ -28,6 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from mirror.config.flow_settings import FlowSettings
+from mirror.logs import configure, log_context
 from mirror.spark.registry import register_for_one_query
 from mirror.spark.ticks import TickSource
 
@@ -70,6 +71,7 @@ class Schedule:
     rounds: int
     interval: float
     stop_file: str
+    component: str = ""  # what the rounds' log lines name (mirror.logs)
 
 
 def run_rounds(
@@ -81,6 +83,7 @@ def run_rounds(
 ) -> Iterator[pa.RecordBatch]:
     """Executor side: per tick, the schedule's rounds, each round's rows as one Arrow batch."""
     settings = FlowSettings.from_json(settings_json)
+    configure(settings.log_format, settings.log_levels)
     schema, _ = row_schemas(row_type)
     stopping = Path(schedule.stop_file)
     for batch in batches:
@@ -89,13 +92,15 @@ def run_rounds(
             for index in range(schedule.rounds):
                 if index and not _wait_unless_stopping(started + index * schedule.interval, stopping):
                     break
-                rows = _round_unless_stopping(round_, settings, stopping)
+                rows = _round_unless_stopping(round_, settings, stopping, schedule.component)
                 if rows is None:
                     return
                 yield pa.RecordBatch.from_pylist([dataclasses.asdict(row) for row in rows], schema=schema)
 
 
-def _round_unless_stopping(round_: Round, settings: FlowSettings, stop_file: Path) -> list[Any] | None:
+def _round_unless_stopping(
+    round_: Round, settings: FlowSettings, stop_file: Path, component: str
+) -> list[Any] | None:
     """The round's rows; None if it still runs ROUND_STOP_GRACE_SECONDS after the stop file appeared.
 
     A healthy round ends within a second and is left to finish. One blocked on a cluster that is
@@ -110,7 +115,8 @@ def _round_unless_stopping(round_: Round, settings: FlowSettings, stop_file: Pat
 
     def run() -> None:
         try:
-            rows.extend(round_(settings))
+            with log_context(flow=settings.name, component=component):
+                rows.extend(round_(settings))
         except BaseException as exc:  # noqa: BLE001 - raised again in the worker's own thread
             failure.append(exc)
 
@@ -165,7 +171,7 @@ def start_round_query(
     )
     _, ddl = row_schemas(row_type)
     rounds = rounds_per_batch(interval_seconds)
-    schedule = Schedule(rounds, interval_seconds, str(stop_file))
+    schedule = Schedule(rounds, interval_seconds, str(stop_file), component)
     rows = ticks.mapInArrow(
         functools.partial(run_rounds, round_, row_type, settings.to_json(), schedule), ddl
     )

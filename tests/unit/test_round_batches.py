@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-import itertools
+import json
+import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -9,9 +10,12 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from mirror.config.flow_settings import FlowSettings
+from mirror import logs
 from mirror.spark import rounds
 from mirror.spark.rounds import Schedule, rounds_per_batch, run_rounds
+from tests.unit.flows import flow_a_to_b
+
+SETTINGS = flow_a_to_b(["orders"]).to_json()
 
 
 @dataclass
@@ -29,7 +33,6 @@ def test_short_intervals_run_several_rounds_per_micro_batch_and_long_ones_one() 
 def test_rounds_keep_their_interval_and_stop_early_once_the_stop_file_exists(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(FlowSettings, "from_json", classmethod(lambda cls, text: None))
     stop_file = tmp_path / "stop"
     started: list[float] = []
 
@@ -40,10 +43,11 @@ def test_rounds_keep_their_interval_and_stop_early_once_the_stop_file_exists(
         return [Row(len(started))]
 
     tick = pa.RecordBatch.from_pylist([{"tick": 0}])
-    out = list(run_rounds(round_, Row, "{}", Schedule(10, 0.05, str(stop_file)), iter([tick])))
+    out = list(run_rounds(round_, Row, SETTINGS, Schedule(10, 0.05, str(stop_file)), iter([tick])))
     assert [batch.to_pylist() for batch in out] == [[{"n": 1}], [{"n": 2}], [{"n": 3}]]
-    gaps = [later - earlier for earlier, later in itertools.pairwise(started)]
-    assert all(gap >= 0.045 for gap in gaps), gaps
+    # Each round starts on its slot of the schedule (never before it), however late the previous ran.
+    offsets = [at - started[0] for at in started]
+    assert all(offset >= index * 0.05 for index, offset in enumerate(offsets)), offsets
     assert rounds.MIN_BATCH_SECONDS >= 1
 
 
@@ -51,7 +55,6 @@ def test_a_round_blocked_on_a_cluster_is_abandoned_once_the_stop_file_appears(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A round waiting on a cluster that is down must not hold up shutdown for its client timeouts.
-    monkeypatch.setattr(FlowSettings, "from_json", classmethod(lambda cls, text: None))
     monkeypatch.setattr(rounds, "ROUND_STOP_GRACE_SECONDS", 0.5)
     stop_file = tmp_path / "stop"
     release, returned = threading.Event(), threading.Event()
@@ -63,7 +66,7 @@ def test_a_round_blocked_on_a_cluster_is_abandoned_once_the_stop_file_appears(
         return [Row(1)]
 
     tick = pa.RecordBatch.from_pylist([{"tick": 0}])
-    out = list(run_rounds(round_, Row, "{}", Schedule(3, 0.05, str(stop_file)), iter([tick])))
+    out = list(run_rounds(round_, Row, SETTINGS, Schedule(3, 0.05, str(stop_file)), iter([tick])))
     assert out == [] and not returned.is_set(), "the batch ended while its round still waited"
     release.set()
 
@@ -72,7 +75,6 @@ def test_a_round_running_when_the_stop_file_appears_finishes_within_the_grace(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A healthy round is not cut off mid-transaction by a stop.
-    monkeypatch.setattr(FlowSettings, "from_json", classmethod(lambda cls, text: None))
     monkeypatch.setattr(rounds, "ROUND_STOP_GRACE_SECONDS", 30.0)
     stop_file = tmp_path / "stop"
 
@@ -82,16 +84,41 @@ def test_a_round_running_when_the_stop_file_appears_finishes_within_the_grace(
         return [Row(1)]
 
     tick = pa.RecordBatch.from_pylist([{"tick": 0}])
-    out = list(run_rounds(round_, Row, "{}", Schedule(3, 0.05, str(stop_file)), iter([tick])))
+    out = list(run_rounds(round_, Row, SETTINGS, Schedule(3, 0.05, str(stop_file)), iter([tick])))
     assert [batch.to_pylist() for batch in out] == [[{"n": 1}]]
 
 
 def test_a_round_that_fails_fails_the_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(FlowSettings, "from_json", classmethod(lambda cls, text: None))
 
     def round_(_settings: object) -> list[Row]:
         raise KeyError("the broker said no")
 
     tick = pa.RecordBatch.from_pylist([{"tick": 0}])
     with pytest.raises(KeyError, match="the broker said no"):
-        list(run_rounds(round_, Row, "{}", Schedule(1, 0.05, str(tmp_path / "stop")), iter([tick])))
+        list(run_rounds(round_, Row, SETTINGS, Schedule(1, 0.05, str(tmp_path / "stop")), iter([tick])))
+
+
+def test_a_round_logs_json_lines_naming_its_flow_and_component_with_the_flows_levels(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The worker process knows nothing of the driver's logging: the settings carry it.
+    settings = flow_a_to_b(["orders"], log_format="json", log_levels={"mirror.checkpoint": "WARNING"})
+
+    def round_(_settings: object) -> list[Row]:
+        logging.getLogger("mirror.checkpoint.task").info("not shown: below the flow's level")
+        logging.getLogger("mirror.checkpoint.task").warning("group %s not synced", "billing")
+        return [Row(1)]
+
+    tick = pa.RecordBatch.from_pylist([{"tick": 0}])
+    try:
+        schedule = Schedule(1, 0.05, str(tmp_path / "stop"), "checkpoint")
+        list(run_rounds(round_, Row, settings.to_json(), schedule, iter([tick])))
+    finally:
+        logs.configure("text")
+        logging.getLogger("mirror.checkpoint").setLevel(logging.NOTSET)
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert [(line["level"], line["logger"], line["message"]) for line in lines] == [
+        ("WARNING", "mirror.checkpoint.task", "group billing not synced")
+    ]
+    assert lines[0]["flow"] == "A->B" and lines[0]["component"] == "checkpoint"
+    assert "time" in lines[0]
