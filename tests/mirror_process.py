@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -33,10 +34,11 @@ def write_config(
     name: str = "mm2.yaml",
     clusters: Mapping[str, Mapping[str, Any]] | None = None,
     spark: Mapping[str, Any] | None = None,
+    logging: Mapping[str, str] | None = None,
     **flow: Any,
 ) -> Path:
     """An mm2.yaml with one flow source->target; `clusters` adds keys per alias (properties, ...),
-    `spark` keys of the spark section (epoch_seconds, ...)."""
+    `spark` keys of the spark section (epoch_seconds, ...), `logging` levels per logger."""
     extra = clusters or {}
     config = {
         "clusters": {
@@ -53,6 +55,8 @@ def write_config(
         "spark": {"master": "local[2]", "checkpoint_dir": str(directory / "state"), **(spark or {})},
         "metrics": {"port": free_port()},
     }
+    if logging:
+        config["logging"] = dict(logging)
     path = directory / name
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
     return path
@@ -61,14 +65,17 @@ def write_config(
 class MirrorRun:
     """One `mirror run` process; its output goes to a log file the test can show on failure."""
 
-    def __init__(self, config: Path, log: Path, *, build: Path | None = None) -> None:
+    def __init__(
+        self, config: Path, log: Path, *, build: Path | None = None, options: tuple[str, ...] = ()
+    ) -> None:
         """`build`: a directory holding another build's `mirror` package to run instead of this
-        checkout's (its Spark workers import it too: they inherit PYTHONPATH)."""
+        checkout's (its Spark workers import it too: they inherit PYTHONPATH). `options`: more
+        `mirror run` options, such as ("--log-format", "json")."""
         self.log = log
         handle = log.open("ab")
         env = {**os.environ, "PYTHONPATH": str(build)} if build is not None else None
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "mirror", "run", str(config)],
+            [sys.executable, "-m", "mirror", "run", *options, str(config)],
             stdout=handle,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -80,6 +87,16 @@ class MirrorRun:
 
     def output(self) -> str:
         return self.log.read_text(encoding="utf-8", errors="replace")
+
+    def log_records(self) -> list[dict[str, Any]]:
+        """The JSON log lines of a run started with --log-format json (anything else skipped)."""
+        records = []
+        for line in self.output().splitlines():
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                if isinstance(record, dict):
+                    records.append(record)
+        return records
 
     def errors(self) -> list[str]:
         """The one-line errors the run printed (`mirror: ...`)."""

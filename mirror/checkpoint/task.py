@@ -214,6 +214,7 @@ def run_checkpoint_round(settings: FlowSettings) -> list[CheckpointRow]:
             last = exc
             continue
         except (AbortableError, RetriableError) as exc:
+            log.warning("aborting the round's transaction (attempt %d): %s", attempt, exc)
             if state.producer is not None and not abort_quietly(state.producer):
                 _drop_state(settings)
             last = exc
@@ -241,6 +242,12 @@ def _round(state: _FlowState) -> list[CheckpointRow]:
         for checkpoint in news:
             state.checkpoints.restore(checkpoint)
     done = time.time()
+    log.debug(
+        "round: %d group partitions translated, %d checkpoints emitted in %.0f ms",
+        len(translated),
+        len(news),
+        (done - listed_at) * 1000,
+    )
     rows = [CheckpointRow("skipped", "", topic, partitions=count) for topic, count in state.skipped.items()]
     state.skipped.clear()
     ends = _remote_ends(state, {(c.topic, c.partition) for c in translated})

@@ -11,6 +11,7 @@ the newest heartbeat per replication path is how old the data arriving on that p
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -112,8 +113,9 @@ def run_heartbeat_round(settings: FlowSettings) -> list[HeartbeatRow]:
     round_ends = time.monotonic() + ROUND_WAIT_SECONDS
     for source, target, properties in pairs:
         if (source, target) not in _IN_FLIGHT:
+            # In the round's log context: the pool's threads have none of their own.
             _IN_FLIGHT[(source, target)] = _POOL.submit(
-                _emit, settings, source, target, properties, round_ends
+                contextvars.copy_context().run, _emit, settings, source, target, properties, round_ends
             )
     wait(list(_IN_FLIGHT.values()), timeout=ROUND_WAIT_SECONDS)
     rows: list[HeartbeatRow] = []
@@ -145,6 +147,7 @@ def _emit(
         try:
             timestamp_ms = int(time.time() * 1000)
             _write(settings, emitter, Heartbeat(source, target, timestamp_ms))
+            log.debug("heartbeat %s->%s written (timestamp %d)", source, target, timestamp_ms)
             return HeartbeatRow("emitted", source, target, timestamp_ms)
         except ProducerFencedError as exc:
             _drop(emitter)
@@ -164,6 +167,9 @@ def _emit(
             last = exc
             continue
         except (AbortableError, RetriableError) as exc:
+            log.warning(
+                "heartbeat %s->%s: aborting its transaction (attempt %d): %s", source, target, attempt, exc
+            )
             if emitter.producer is not None and not abort_quietly(emitter.producer):
                 _drop(emitter)
             last = exc

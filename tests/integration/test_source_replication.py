@@ -40,9 +40,10 @@ def test_replicates_every_record_exactly_and_stops_cleanly(
     large.produce(plain, value=LARGE_VALUE, key=b"large", partition=1)
     assert large.flush(30) == 0
 
-    config = write_config(tmp_path, source_cluster, target_cluster, [plain, log_append])
+    levels = {"mirror.source": "DEBUG", "mirror.heartbeat": "DEBUG"}
+    config = write_config(tmp_path, source_cluster, target_cluster, [plain, log_append], logging=levels)
     metrics_url = f"http://127.0.0.1:{yaml.safe_load(config.read_text())['metrics']['port']}/metrics"
-    run = MirrorRun(config, tmp_path / "run.log")
+    run = MirrorRun(config, tmp_path / "run.log", options=("--log-format", "json"))
     try:
         wait_until_caught_up(source_cluster, target_cluster, [plain, log_append], run)
         # Lag is refreshed with each progress report; every partition of both topics reaches 0.
@@ -61,6 +62,26 @@ def test_replicates_every_record_exactly_and_stops_cleanly(
     assert (scraped.get_sample_value("mirror_source_transactions_total", committed) or 0) > 0
     assert "exactly-once" in run.output()
     assert "Traceback" not in run.output()
+    _assert_executors_logged_json(run, [plain, log_append])
+
+
+def _assert_executors_logged_json(run: MirrorRun, topics: list[str]) -> None:
+    """The copy tasks and heartbeat rounds ran in Spark's Python workers, which know nothing of the
+    driver's logging: their lines, at the levels mm2.yaml set, reached the run's output as JSON."""
+    lines = run.output().splitlines()
+    records = run.log_records()
+    assert len(records) == len(lines), [line for line in lines if not line.startswith("{")][:5]
+    owned = {f"{topic}-{p}" for topic, count in zip(topics, (3, 2), strict=True) for p in range(count)}
+    copy_task = [r for r in records if r.get("component") == "source" and r["logger"] == "mirror.source.task"]
+    took = [r for r in copy_task if r["message"].startswith("took ")]
+    assert took and all(r["flow"] == "A->B" and r["level"] == "INFO" for r in took), copy_task[:5]
+    assert {p for r in took for p in r["partitions"]} >= owned  # and the heartbeats topic's
+    transactions = [r for r in copy_task if r["message"].startswith("committed ") and r["level"] == "DEBUG"]
+    assert transactions and {p for r in transactions for p in r["partitions"]} >= owned
+    assert any(r["message"].startswith("gave up ") for r in copy_task), copy_task[-5:]
+    heartbeats = [r for r in records if r.get("component") == "heartbeat" and r["level"] == "DEBUG"]
+    assert heartbeats and all(r["flow"] == "A->B" for r in heartbeats)
+    assert all({"time", "level", "logger", "message"} <= r.keys() for r in records)
 
 
 class _Scrape:
