@@ -7,8 +7,10 @@ checkpoint or heartbeat round) calls `configure` with them before it logs; the d
 from the CLI. Everything goes to standard error: a worker's reaches the console of `mirror run`
 in local mode (through the JVM's, see mirror.spark.gateway) and the executor's log on a cluster.
 
-Lines name what they are about through `log_context`: flow, component, task, and partition or
-partitions, as JSON fields (`--log-format json`) or a bracketed prefix in text.
+Lines name what they are about: flow, component and task through `log_context`, a partition or
+the task's partitions through a call's `extra=`, as JSON fields (`--log-format json`) or a
+bracketed prefix in text. A task's partition list goes on the lines about all of them (taking,
+giving up, aborting), not on every line: hundreds of names on each would bury the messages.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import sys
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -23,18 +26,16 @@ from typing import Any
 from pythonjsonlogger.json import JsonFormatter
 
 LOG_FORMATS = ("text", "json")
-LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-# The fields a line may carry beside time, level, logger and message, in the order text shows them.
-CONTEXT_FIELDS = ("flow", "component", "task", "partition", "partitions")
 TEXT_PARTITIONS_SHOWN = 3  # a task may own hundreds; text names a few and the count
 
 _context: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("mirror_log_context", default={})  # noqa: B039 - never mutated, only replaced
 _configured: tuple[str, tuple[tuple[str, str], ...], bool] | None = None
+_levels_set: list[str] = []  # loggers the last set-up gave a level, reset by the next one
 
 
 @contextmanager
 def log_context(**fields: Any) -> Iterator[None]:
-    """Every line logged inside carries `fields` (flow=, component=, task=, partition(s)=)."""
+    """Every line logged inside carries `fields` (flow=, component=, task=)."""
     token = _context.set({**_context.get(), **{k: v for k, v in fields.items() if v is not None}})
     try:
         yield
@@ -57,7 +58,7 @@ def configure(
     wanted = (log_format, tuple(sorted((levels or {}).items())), debug)
     if wanted == _configured:
         return
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _Stderr()
     handler.setFormatter(_JsonLines() if log_format == "json" else _TextLines())
     handler.addFilter(_add_context)
     root = logging.getLogger()
@@ -74,8 +75,14 @@ def configure(
         # A job still running at its next interval (a cluster not answering) is expected; the
         # progress line says so instead of a warning every interval.
         logging.getLogger("apscheduler").setLevel(logging.ERROR)
+    # librdkafka's own log (mirror.kafka.clients) is noise but with --debug.
+    logging.getLogger("mirror.librdkafka").setLevel(logging.DEBUG if debug else logging.CRITICAL + 1)
+    for name in _levels_set:
+        logging.getLogger(name).setLevel(logging.NOTSET)
     for name, level in (levels or {}).items():
         logging.getLogger(name).setLevel(level)
+    _levels_set[:] = list(levels or {})
+    logging.captureWarnings(True)  # a library's warning is a log line too, in the same format
     _configured = wanted
 
 
@@ -91,7 +98,25 @@ def _add_context(record: logging.LogRecord) -> bool:
     return True
 
 
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Standard error as it is when a line is written, not when logging was set up (a test's
+    captured stream, a worker's redirected one)."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
+
+
 class _JsonLines(JsonFormatter):
+    # ISO 8601 in UTC: log pipelines merge the lines of many hosts.
+    converter = time.gmtime  # type: ignore[assignment]
+    default_time_format = "%Y-%m-%dT%H:%M:%S"
+    default_msec_format = "%s.%03dZ"
+
     def __init__(self) -> None:
         super().__init__(
             "{asctime}{levelname}{name}{message}",

@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 
 import pytest
 import yaml
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirror.local.ports import free_port
 from tests.helpers import assert_eventually
@@ -126,22 +126,30 @@ class MirrorRun:
 
 
 def source_ends(source: KafkaCluster, topics: list[str]) -> dict[tuple[str, int], int]:
-    """Last stable offset of every partition of `topics` on the source."""
+    """Last stable offset of every partition of `topics` on the source, in one ListOffsets
+    request per leader (asked again while a leader moves)."""
     admin = AdminClient(source.properties())
-    metadata = admin.list_topics(timeout=30)
-    reader = Consumer(source.properties(**{"group.id": "ends", "isolation.level": "read_committed"}))
-    try:
+    partitions = source_partitions(source, topics)
 
-        def end(tp: TopicPartition) -> int:
-            return int(_retrying(lambda: reader.get_watermark_offsets(tp, timeout=30))[1])
+    def ask() -> dict[tuple[str, int], int]:
+        futures = admin.list_offsets(
+            {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions},
+            isolation_level=IsolationLevel.READ_COMMITTED,
+            request_timeout=30,
+        )
+        ends = {(tp.topic, tp.partition): int(future.result().offset) for tp, future in futures.items()}
+        if any(end < 0 for end in ends.values()):
+            # librdkafka answers -1 without an error when the request to a lost leader failed.
+            raise KafkaException(KafkaError(KafkaError.LEADER_NOT_AVAILABLE))
+        return ends
 
-        return {
-            (topic, p): end(TopicPartition(topic, p))
-            for topic in topics
-            for p in metadata.topics[topic].partitions
-        }
-    finally:
-        reader.close()
+    return _retrying(ask)
+
+
+def source_partitions(source: KafkaCluster, topics: list[str]) -> list[tuple[str, int]]:
+    """Every partition of `topics` on the source: one metadata request (callers poll with it)."""
+    metadata = AdminClient(source.properties()).list_topics(timeout=30)
+    return [(topic, p) for topic in topics for p in metadata.topics[topic].partitions]
 
 
 def _retrying(ask: Callable[[], T], timeout: float = 60) -> T:
@@ -179,9 +187,9 @@ def total_copied(
     source: KafkaCluster, target: KafkaCluster, topics: list[str], remote_prefix: str = "A."
 ) -> int:
     """Sum of the flow's committed source positions over `topics` (0 before anything is committed)."""
-    ends = source_ends(source, topics)
+    partitions = source_partitions(source, topics)
     try:
-        positions = committed_positions(target, {(t, p): (f"{remote_prefix}{t}", p) for t, p in ends})
+        positions = committed_positions(target, {(t, p): (f"{remote_prefix}{t}", p) for t, p in partitions})
     except Exception:  # noqa: BLE001 - remote topics may not exist yet
         return 0
     return sum(max(0, offset) for offset in positions.values())

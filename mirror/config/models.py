@@ -22,7 +22,6 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from mirror.logs import LEVELS
 from mirror.policy.filters import (
     DEFAULT_CONFIG_PROPERTIES_EXCLUDE,
     DEFAULT_GROUPS,
@@ -37,6 +36,9 @@ PositiveSeconds = Annotated[float, Field(gt=0)]
 
 # librdkafka properties whose values are credentials: kept as SecretStr, masked when printed.
 _SECRET_PROPERTY = re.compile(r"(password|secret|\.key\.pem|sasl\.oauthbearer\.config|jaas)", re.IGNORECASE)
+
+# The levels `logging:` accepts, as Python's logging names them.
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 class _Model(BaseModel):

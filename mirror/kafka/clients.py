@@ -56,9 +56,10 @@ STALE_LEADER_CODES = {KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_
 
 # librdkafka logs to stderr on its own (connection refusals, "fenced" when a partition's producer
 # moves between workers). mirror reports what matters itself, so its log goes to a Python logger
-# that only --debug shows.
+# that only --debug shows (mirror.logs sets its level); silent where logging was not set up.
 LIBRDKAFKA_LOG = logging.getLogger("mirror.librdkafka")
-LIBRDKAFKA_LOG.setLevel(logging.CRITICAL + 1)  # silent in every process, executors included
+if LIBRDKAFKA_LOG.level == logging.NOTSET:
+    LIBRDKAFKA_LOG.setLevel(logging.CRITICAL + 1)
 _QUIET = {"logger": LIBRDKAFKA_LOG}
 
 

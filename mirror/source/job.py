@@ -28,7 +28,8 @@ from pyspark.sql.types import StructType
 from mirror.config.flow_settings import FlowSettings
 from mirror.logs import configure
 from mirror.source.assignment import Assignment, SourcePartition
-from mirror.source.task import CopyTaskSpec, TaskSummary, run_copy_task
+from mirror.source.task import run_copy_task
+from mirror.source.task_spec import CopyTaskSpec, TaskSummary
 from mirror.spark.registry import register_for_one_query
 
 _DDL_TYPES = {"str": "STRING", "int": "LONG"}

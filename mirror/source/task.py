@@ -18,7 +18,6 @@ import logging
 import os
 import re
 import time
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -26,7 +25,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from mirror.config.flow_settings import FlowSettings
 from mirror.errors import (
     ClusterAuthenticationError,
+    FlowTakenOverError,
     KafkaClientError,
+    MirrorError,
     NotAuthorizedError,
     ProducerFencedError,
 )
@@ -39,6 +40,7 @@ from mirror.source.partition_copy import PartitionCopy
 from mirror.source.record_copy import ConsumeError, consumer_positions, copy_messages, next_messages
 from mirror.source.start import read_positions, seek_to_position, skip_lost_records
 from mirror.source.stats import StatsSender
+from mirror.source.task_spec import CopyTaskSpec, TaskSummary
 from mirror.source.transaction import RemoteRecreatedError, Writers, commit_moved, needs_commit
 
 log = logging.getLogger(__name__)
@@ -60,45 +62,31 @@ _ENDINGS = {
 }
 
 
-@dataclass(frozen=True)
-class CopyTaskSpec:
-    """What the planner hands one task for one epoch; picklable."""
-
-    index: int
-    generation: int
-    partitions: tuple[tuple[str, int], ...]
-    deadline: float  # time.time() at which the epoch's window ends
-    stats_address: tuple[str, int] | None
-    # The driver's stop file: a second stop signal where the executor shares the driver's disk
-    # (local mode), for when the flow mark cannot be written.
-    stop_file: str | None = None
-
-
-@dataclass
-class TaskSummary:
-    """The task's one output row, when its epoch ends."""
-
-    task: int
-    generation: int
-    partitions: int
-    records: int = 0
-    transactions: int = 0
-    ended: str = "window"
-
-
 def run_copy_task(settings: FlowSettings, spec: CopyTaskSpec) -> TaskSummary:
-    owned = partition_names(spec.partitions)
-    with log_context(flow=settings.name, component="source", task=spec.index, partitions=owned):
-        with _CopyTask(settings, spec) as task:
-            summary = task.run()
+    with log_context(flow=settings.name, component="source", task=spec.index):
+        try:
+            with _CopyTask(settings, spec) as task:
+                summary = task.run()
+        except FlowTakenOverError as exc:
+            log.warning("stopping: %s", exc, extra=_owned(spec))
+            raise
+        except MirrorError as exc:
+            log.error("stopping: %s", exc, extra=_owned(spec))
+            raise
         log.info(
             "gave up %d partitions: %s; %d records in %d transactions",
             summary.partitions,
             _ENDINGS.get(summary.ended, summary.ended),
             summary.records,
             summary.transactions,
+            extra=_owned(spec),
         )
         return summary
+
+
+def _owned(spec: CopyTaskSpec) -> dict[str, list[str]]:
+    """The `partitions` field of a line about all the task's partitions (mirror.logs)."""
+    return {"partitions": partition_names(spec.partitions)}
 
 
 class _CopyTask:
@@ -125,7 +113,10 @@ class _CopyTask:
         )
         self.in_transaction = False
         self._began = time.monotonic()  # when the open transaction began
-        self._said: set[str] = set()  # waiting conditions already reported (_say_once)
+        self._said: set[str] = set()
+        self._warned: set[str] = (
+            set()
+        )  # abort reasons already logged (_warn_once)  # waiting conditions already reported (_say_once)
 
     def __enter__(self) -> _CopyTask:
         return self
@@ -175,7 +166,7 @@ class _CopyTask:
             except TRANSIENT_ERRORS as exc:
                 # The target or source away for a while, a transaction the coordinator aborted:
                 # nothing uncommitted counts, so the task goes back to the committed positions.
-                log.warning("aborting the open transaction: %s; going back to the committed positions", exc)
+                self._warn_once(exc)
                 if isinstance(exc, RetriableError):
                     self._say_once(str(exc))
                 self.stats.current.aborted += 1
@@ -206,6 +197,7 @@ class _CopyTask:
                 len(self.parts),
                 self.spec.generation,
                 self.transactional_id or "none: at-least-once",
+                extra=_owned(self.spec),
             )
         return True
 
@@ -248,7 +240,7 @@ class _CopyTask:
             messages = next_messages(self.source, CONSUME_BATCH, max(0.0, wait - time.monotonic()))
             if messages:
                 if opened_at is None:
-                    opened_at = time.monotonic()
+                    opened_at = self._began = time.monotonic()
                     self._begin()
                 errors, copied_bytes = copy_messages(messages, self.producer, self.sinks)
                 self._handle(errors)
@@ -268,7 +260,6 @@ class _CopyTask:
             producer = self.producer
             call(producer.begin_transaction, f"flow {self.settings.name}: beginning a transaction")  # type: ignore[union-attr]
             self.in_transaction = True
-            self._began = time.monotonic()
 
     def _commit(self) -> None:
         assert self.producer is not None  # noqa: S101 - opened before copying
@@ -311,7 +302,8 @@ class _CopyTask:
             elif error.retriable:
                 # librdkafka keeps fetching the partition (a leader moving, a topic being deleted
                 # that the next topic refresh drops from the assignment); the others copy on.
-                log.debug("%s: %s", part.where(), error, extra=part.log_fields())
+                if log.isEnabledFor(logging.DEBUG):
+                    log.debug("%s: %s", part.where(), error, extra=part.log_fields())
             else:
                 raise error.classified()
 
@@ -341,6 +333,17 @@ class _CopyTask:
             self.producer.poll(0)  # serve the purged records' reports before they are cleared
         for part in self.parts:
             part.discard()
+
+    def _warn_once(self, error: Exception) -> None:
+        """An abort's reason, logged once per task and kind of reason: an outage repeats it every
+        try, up to every two seconds."""
+        doing = "aborting the open transaction" if self.in_transaction else "no transaction open"
+        reason = re.sub(r"\d+", "N", f"{doing}: {error}")
+        if reason not in self._warned:
+            self._warned.add(reason)
+            log.warning(
+                "%s: %s; going back to the committed positions", doing, error, extra=_owned(self.spec)
+            )
 
     def _say_once(self, message: str) -> None:
         """A condition the task waits out (a partition without a leader, a transaction not decided

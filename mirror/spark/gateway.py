@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import threading
 from collections.abc import Callable, Iterable
@@ -23,6 +24,15 @@ from mirror.spark.signals import threads_without_signals
 
 log = logging.getLogger(__name__)
 _jvm_log = logging.getLogger("mirror.spark.jvm")
+_LOG4J_LEVEL = re.compile(r"^\d\d:\d\d:\d\d spark ([A-Z]+) ")
+_LEVELS = {
+    "TRACE": logging.DEBUG,
+    "DEBUG": logging.DEBUG,
+    "INFO": logging.INFO,
+    "WARN": logging.WARNING,
+    "ERROR": logging.ERROR,
+    "FATAL": logging.CRITICAL,
+}
 
 TRACEBACK = "Traceback (most recent call last):"
 # Python's lines between the tracebacks of a chained exception.
@@ -88,8 +98,13 @@ def _write_through(line: str) -> None:
     if _unwritable.is_set() or sys.stderr is None:
         return
     if emits_json() and not line.startswith("{"):
-        # The JVM's own lines (log4j), among the workers' JSON ones: one JSON line each as well.
-        _jvm_log.info(line.rstrip("\n"))
+        # The JVM's own lines (log4j, mirror/spark/log4j2.properties: "HH:mm:ss spark LEVEL ..."),
+        # among the workers' JSON ones: one JSON line each as well, at the JVM's level (anything
+        # else on the JVM's stderr, such as a stack trace's lines, as a warning).
+        level = _LOG4J_LEVEL.match(line)
+        _jvm_log.log(
+            _LEVELS.get(level.group(1), logging.WARNING) if level else logging.WARNING, line.rstrip("\n")
+        )
         return
     try:
         sys.stderr.write(line)

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, IsolationLevel, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirror.local.ports import free_port
 from tests.groups import produce
@@ -156,18 +156,21 @@ def _topics(cluster: KafkaCluster) -> set[str]:
 
 
 def _ends(cluster: KafkaCluster) -> dict[tuple[str, int], int]:
-    """The end offset of every partition of every topic (Kafka's own `__` topics aside)."""
-    metadata = AdminClient(cluster.properties()).list_topics(timeout=30)
-    reader = Consumer(cluster.properties(**{"group.id": "bad-input-ends"}))
-    try:
-        return {
-            (topic, partition): reader.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)[1]
+    """The end offset (read_committed) of every partition of every topic (Kafka's own `__` topics
+    aside), in one ListOffsets request per leader: the cluster holds hundreds of partitions."""
+    admin = AdminClient(cluster.properties())
+    metadata = admin.list_topics(timeout=30)
+    futures = admin.list_offsets(
+        {
+            TopicPartition(topic, partition): OffsetSpec.latest()
             for topic, described in metadata.topics.items()
             if not topic.startswith("__")
             for partition in described.partitions
-        }
-    finally:
-        reader.close()
+        },
+        isolation_level=IsolationLevel.READ_COMMITTED,
+        request_timeout=30,
+    )
+    return {(tp.topic, tp.partition): future.result().offset for tp, future in futures.items()}
 
 
 def _records_since(cluster: KafkaCluster, before: dict[tuple[str, int], int]) -> list[str]:

@@ -5,12 +5,15 @@ while the broker is down."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -73,12 +76,13 @@ class Progress:
         inside = [copied for at, copied in self.samples if start < at <= end]
         return max(inside) - max(before) if before and inside else 0
 
-    def longest_stall(self) -> float:
-        """Seconds between two samples that saw progress, the longest such gap."""
+    def longest_stall(self, start: float = 0.0, end: float = float("inf")) -> float:
+        """Seconds between two samples that saw progress, the longest such gap ending in
+        [start, end]."""
         longest, last_at, last = 0.0, None, -1
         for at, copied in self.samples:
             if copied > last:
-                if last_at is not None:
+                if last_at is not None and start <= at <= end:
                     longest = max(longest, at - last_at)
                 last_at, last = at, copied
         return longest
@@ -112,7 +116,7 @@ def _busiest_leader(cluster: KafkaCluster, topics: list[str]) -> int:
     leaders = Counter(
         partition.leader for topic in topics for partition in metadata.topics[topic].partitions.values()
     )
-    return leaders.most_common(1)[0][0]
+    return int(leaders.most_common(1)[0][0])
 
 
 def _other_broker(cluster: KafkaCluster, not_this: int) -> int:
@@ -120,21 +124,31 @@ def _other_broker(cluster: KafkaCluster, not_this: int) -> int:
     return next(node for node in sorted(cluster.nodes.brokers) if node != not_this)
 
 
-@pytest.mark.parametrize(
-    ("which", "down_seconds"),
-    [("target", 60), ("source", 60), ("transaction coordinator", 60)],
-)
-def test_one_broker_of_three_lost_copies_on_and_loses_and_duplicates_nothing(
-    replicated: list[KafkaCluster],
-    tmp_path: Path,
-    reliability: Record,
-    which: str,
-    down_seconds: int,
+# Each side's loss in turn, on one run: a target broker for a minute (not the transaction
+# coordinator of the copy tasks), the source broker leading most of the flow's partitions, then
+# the copy tasks' transaction coordinator.
+FAULTS = (("target", 60), ("source", 30), ("transaction coordinator", 30))
+COPY_TASKS = 2
+
+
+@dataclass
+class Outage:
+    which: str
+    cluster: KafkaCluster
+    node: int
+    down_seconds: int
+    killed_at: float
+    first_line: int  # the run's output line at the kill: what the tasks said from there on
+    restarted_at: float = 0.0
+    back_at: float = 0.0  # the node in sync and the copy going on again
+
+
+def test_brokers_lost_one_at_a_time_on_either_side_copy_on_and_lose_and_duplicate_nothing(
+    replicated: list[KafkaCluster], tmp_path: Path, reliability: Record
 ) -> None:
     source, target = replicated
     assert source.nodes is not None and target.nodes is not None
-    prefix = which.rsplit(maxsplit=1)[-1][:6]
-    topics = [f"loss-{prefix}-{n:02d}-{time.monotonic_ns() % 10**6}" for n in range(TOPICS)]
+    topics = [f"loss-{n:02d}-{time.monotonic_ns() % 10**6}" for n in range(TOPICS)]
     admin = AdminClient(source.properties())
     for future in admin.create_topics(
         [NewTopic(t, PARTITIONS) for t in topics], operation_timeout=60
@@ -142,30 +156,29 @@ def test_one_broker_of_three_lost_copies_on_and_loses_and_duplicates_nothing(
         future.result(timeout=60)
     source.nodes.wait_until_in_sync()
     traffic = Traffic(source, dict.fromkeys(topics, PARTITIONS), per_second=RATE).start()
-    config = write_config(tmp_path, source, target, topics, tasks_max=2)
-    run = MirrorRun(config, tmp_path / "run.log")
-    ids = [f"mirror-A-B-task:{index}" for index in range(2)]
+    config = write_config(tmp_path, source, target, topics, tasks_max=COPY_TASKS)
+    run = MirrorRun(config, tmp_path / "run.log", options=("--log-format", "json"))
+    ids = [f"mirror-A-B-task:{index}" for index in range(COPY_TASKS)]
+    outages: list[Outage] = []
     try:
         with Progress(source, target, topics) as progress:
             wait_until_copying(source, target, topics, run, more=5000, timeout=240)
-            if which == "source":
-                # The source runs no transactions of the flow's: the broker leading most of its
-                # partitions is the one whose loss moves most leaders under the copy tasks.
-                cluster, node = source, _busiest_leader(source, topics)
-            elif which == "target":
-                # Not the coordinator of the copy tasks' transactions: that case is the third.
-                cluster, node = target, _other_broker(target, transaction_coordinator(target, ids))
-            else:
-                cluster, node = target, transaction_coordinator(target, ids)
-            assert cluster.nodes is not None
-            killed_at = time.monotonic()
-            cluster.nodes.kill_broker(node)
-            # mirror must ride out the outage: still running when the broker comes back.
-            with pytest.raises(subprocess.TimeoutExpired):
-                run.wait(timeout=down_seconds)
-            restarted_at = time.monotonic()
-            cluster.nodes.start_broker(node)
-            cluster.nodes.wait_until_in_sync()  # the node caught up; leaders may move back to it
+            for which, down_seconds in FAULTS:
+                cluster, node = _broker_to_lose(which, source, target, topics, ids)
+                assert cluster.nodes is not None
+                outage = Outage(
+                    which, cluster, node, down_seconds, time.monotonic(), len(run.output().splitlines())
+                )
+                outages.append(outage)
+                cluster.nodes.kill_broker(node)
+                # mirror must ride out the outage: still running when the broker comes back.
+                with pytest.raises(subprocess.TimeoutExpired):
+                    run.wait(timeout=down_seconds)
+                outage.restarted_at = time.monotonic()
+                cluster.nodes.start_broker(node)
+                cluster.nodes.wait_until_in_sync()  # the node caught up; leaders may move back to it
+                wait_until_copying(source, target, topics, run, more=2000, timeout=120)
+                outage.back_at = time.monotonic()
             produced = traffic.stop()
             wait_until_caught_up(source, target, topics, run, timeout=400)
         exit_code = run.stop()
@@ -173,21 +186,64 @@ def test_one_broker_of_three_lost_copies_on_and_loses_and_duplicates_nothing(
         traffic.stop()
         run.cleanup()
     comparison = compare_topics(source, target, topics)
-    # Leaders and coordinators move within the broker session timeout (9 s by default): from then
-    # on it copies.
-    while_down = progress.copied_between(killed_at + 15, restarted_at)
-    stall = progress.longest_stall()
-    recopied = [line for line in run.output().splitlines() if "copying the partition again" in line]
-    reliability(
-        "fault",
-        f"{which.capitalize()} broker of 3 SIGKILLed for {down_seconds} s (RF 3, min ISR 2), "
-        f"{TOPICS * PARTITIONS} partitions at {RATE} records/s",
-        comparison=comparison,
-        shown=f"copied {while_down} records while it was down; longest stall {stall:.0f} s; exit {exit_code}",
-    )
-    print(f"{which}: copied while down {while_down}, longest stall {stall:.1f}s, {comparison}")  # noqa: T201
+    lines = run.output().splitlines()
+    recopied = [line for line in lines if "copying the partition again" in line]
+    for index, outage in enumerate(outages):
+        # Leaders and coordinators move within the broker session timeout (9 s by default): from
+        # then on it copies.
+        while_down = progress.copied_between(outage.killed_at + 15, outage.restarted_at)
+        stall = progress.longest_stall(outage.killed_at, outage.back_at)
+        until = outages[index + 1].first_line if index + 1 < len(outages) else len(lines)
+        warned = _copy_task_warnings(lines[outage.first_line : until])
+        reliability(
+            "fault",
+            f"{outage.which.capitalize()} broker of 3 SIGKILLed for {outage.down_seconds} s (RF 3, "
+            f"min ISR 2), {TOPICS * PARTITIONS} partitions at {RATE} records/s, one run for all three",
+            comparison=comparison,
+            shown=f"copied {while_down} records while it was down; longest stall {stall:.0f} s; "
+            f"{len(warned)} copy-task warnings; exit {exit_code}",
+        )
+        print(  # noqa: T201
+            f"{outage.which}: copied while down {while_down}, longest stall {stall:.1f}s, "
+            f"copy tasks warned {len(warned)} times, first {[r['message'] for r in warned[:2]]}"
+        )
+        assert while_down > 0, (
+            f"nothing reached the target while {outage.which} broker {outage.node} was down"
+        )
+        if outage.cluster is target:
+            # A target broker lost under open transactions: a task aborts and says why, with its
+            # task number and partitions, on the console of `mirror run`, from its Spark worker.
+            aborts = [r for r in warned if r["message"].startswith("aborting the open transaction")]
+            assert aborts, [r["message"] for r in warned][:5] or lines[outage.first_line : until][-20:]
+            assert all(r["flow"] == "A->B" and "task" in r and r["partitions"] for r in aborts), aborts[:2]
+    print(f"{comparison}")  # noqa: T201
     assert not recopied, recopied[:3]
     assert exit_code == 0, run.output()[-3000:]
     assert comparison.exact, comparison
     assert comparison.checked == produced
-    assert while_down > 0, f"nothing reached the target while broker {node} of {cluster.alias} was down"
+
+
+def _broker_to_lose(
+    which: str, source: KafkaCluster, target: KafkaCluster, topics: list[str], ids: list[str]
+) -> tuple[KafkaCluster, int]:
+    if which == "source":
+        # The source runs no transactions of the flow's: the broker leading most of its
+        # partitions is the one whose loss moves most leaders under the copy tasks.
+        return source, _busiest_leader(source, topics)
+    if which == "target":
+        # Not the coordinator of the copy tasks' transactions: that case is the third.
+        return target, _other_broker(target, transaction_coordinator(target, ids))
+    return target, transaction_coordinator(target, ids)
+
+
+def _copy_task_warnings(lines: list[str]) -> list[dict[str, Any]]:
+    """The WARNING and ERROR lines the copy tasks wrote (JSON, from their Spark workers)."""
+    warned = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if record.get("component") == "source" and record.get("level") in ("WARNING", "ERROR"):
+            warned.append(record)
+    return warned

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from mirror.cli.main import build_parser
+from mirror.cli.entry import build_parser
 from mirror.metrics import CheckpointMetrics, HeartbeatMetrics, RunMetrics, SourceMetrics
 from tests import dashboards
 

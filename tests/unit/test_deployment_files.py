@@ -23,7 +23,7 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 
-from mirror.cli.main import build_parser
+from mirror.cli.entry import build_parser
 from mirror.config import load_config
 from mirror.errors import ConfigError, FlowTakenOverError
 from mirror.local.jars import KAFKA_VERSION, cache_root

@@ -115,7 +115,6 @@ def test_a_round_logs_json_lines_naming_its_flow_and_component_with_the_flows_le
         list(run_rounds(round_, Row, settings.to_json(), schedule, iter([tick])))
     finally:
         logs.configure("text")
-        logging.getLogger("mirror.checkpoint").setLevel(logging.NOTSET)
     lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
     assert [(line["level"], line["logger"], line["message"]) for line in lines] == [
         ("WARNING", "mirror.checkpoint.task", "group billing not synced")

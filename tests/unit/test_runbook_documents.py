@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mirror.cli.main import build_parser
+from mirror.cli.entry import build_parser
 from tests.runbooks import extract_steps
 
 RUNBOOKS = sorted((Path(__file__).resolve().parents[2] / "docs" / "runbooks").glob("[a-z]*.md"))

@@ -50,9 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    # Commands log as `mirror run` does in text; `run` sets its own format and levels once it
-    # has read its configuration.
-    configure("text", debug=args.debug)
+    # In the run's format from the start: a bad mm2.yaml is reported before its levels are known.
+    configure(getattr(args, "log_format", "text"), debug=args.debug)
     try:
         return int(args.handler(args))
     except MirrorError as exc:
@@ -60,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _error(line)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("mirror: interrupted; anything this command had started was stopped", file=sys.stderr)
+        _error("interrupted; anything this command had started was stopped")
         return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - the CLI boundary: a bug gets one line, not a traceback
         if args.debug:
