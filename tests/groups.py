@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from tests.kafka_backends import KafkaCluster
 
@@ -67,13 +67,12 @@ def resume(
     topic: str,
     *,
     expected: int,
-    quiet_seconds: float = 3.0,
     and_commit: bool = False,
 ) -> list[bytes]:
     """What a consumer of `group` reads on `cluster` from its committed position: the values, in order.
 
-    Reads until `expected` records arrived and then `quiet_seconds` without more, so extra
-    (re-read) records are counted too. Commits its position at the end only if `and_commit`.
+    Reads until `expected` records arrived and every assigned partition is read to its end, so
+    extra (re-read) records are counted too. Commits its position at the end only if `and_commit`.
     """
     consumer = Consumer(
         cluster.properties(
@@ -83,20 +82,26 @@ def resume(
                 # No committed offset must show up as a failure, not as a silent re-read.
                 "auto.offset.reset": "latest",
                 "isolation.level": "read_committed",
+                "enable.partition.eof": "true",
             }
         )
     )
     consumer.subscribe([topic])
     values: list[bytes] = []
+    at_end: set[int] = set()  # partitions read to their end since their last record
     deadline = time.monotonic() + 90
-    last_record = time.monotonic()
     try:
         while time.monotonic() < deadline:
             message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
+            if message is None:
+                continue
+            if message.error() is None:
                 values.append(message.value())
-                last_record = time.monotonic()
-            elif len(values) >= expected and time.monotonic() - last_record > quiet_seconds:
+                at_end.discard(message.partition())
+            elif message.error().code() == KafkaError._PARTITION_EOF:
+                at_end.add(message.partition())
+            assigned = {tp.partition for tp in consumer.assignment()}
+            if len(values) >= expected and assigned and assigned <= at_end:
                 break
         if and_commit and values:
             consumer.commit(asynchronous=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,19 +16,16 @@ from pathlib import Path
 import pyspark
 import pytest
 import yaml
-from confluent_kafka import Producer
 
 from mirror.local.ports import free_port
 from tests.helpers import assert_eventually, create_topic, unique_name
 from tests.kafka_backends import KafkaCluster
 from tests.mirror_process import (
     MirrorRun,
-    replicate_until_caught_up,
     wait_until_caught_up,
     wait_until_copying,
     write_config,
 )
-from tests.records import assert_same_records, read_topic
 from tests.reliability.traffic import Traffic, compare_topics, process_tree
 from tests.seeding import produce_mixed
 
@@ -44,6 +42,10 @@ def _spark_env() -> dict[str, str]:
         # Executors must run this interpreter, which has mirror installed.
         "PYSPARK_PYTHON": sys.executable,
     }
+
+
+# A copy task's line as mirror.logs writes it in text: its flow, component and task first.
+TOOK_PARTITIONS = re.compile(r"INFO mirror\.source\.task: \[A->B source task \d .*\] took \d+ partitions")
 
 
 @dataclass
@@ -157,33 +159,7 @@ def _two_workers_registered(log: Path) -> None:
     assert log.read_text(errors="replace").count("Registering worker") >= 2
 
 
-def test_replicates_through_a_standalone_spark_cluster(
-    source_cluster: KafkaCluster,
-    target_cluster: KafkaCluster,
-    tmp_path: Path,
-    request: pytest.FixtureRequest,
-    standalone: Standalone,
-) -> None:
-    topic = unique_name(request, "standalone-")
-    create_topic(source_cluster.bootstrap_servers, topic, partitions=4)
-    producer = Producer(source_cluster.properties())
-    for i in range(20_000):
-        producer.produce(topic, key=b"%d" % i, value=b"v%d" % i, partition=i % 4)
-    assert producer.flush(30) == 0
-
-    config = write_config(tmp_path, source_cluster, target_cluster, [topic])
-    _on_cluster(config, standalone.master)
-    replicate_until_caught_up(config, tmp_path / "run.log", source_cluster, target_cluster, [topic])
-    assert_same_records(
-        read_topic(source_cluster.bootstrap_servers, topic),
-        read_topic(target_cluster.bootstrap_servers, f"A.{topic}"),
-    )
-    # The work ran in the workers' executors, not in an embedded local[*] driver.
-    executor_logs = list(standalone.directory.glob("worker-*/app-*/*/stderr"))
-    assert executor_logs, "no executor ran on the standalone workers"
-
-
-def test_a_worker_killed_mid_copy_and_the_flow_goes_on_exactly_on_the_other(
+def test_copy_tasks_run_and_log_on_the_workers_and_a_worker_killed_mid_copy_leaves_the_flow_exact(
     source_cluster: KafkaCluster,
     target_cluster: KafkaCluster,
     tmp_path: Path,
@@ -199,6 +175,14 @@ def test_a_worker_killed_mid_copy_and_the_flow_goes_on_exactly_on_the_other(
     run = MirrorRun(config, tmp_path / "run.log")
     try:
         wait_until_copying(source_cluster, target_cluster, [topic], run, more=3000, timeout=180)
+        # The copy tasks run in the workers' executors, not in an embedded local[*] driver, and
+        # their log lines (mirror.logs, set up in each Python worker) reach the executor's stderr.
+        executor_logs = list(standalone.directory.glob("worker-*/app-*/*/stderr"))
+        assert executor_logs, "no executor ran on the standalone workers"
+        logged = "".join(path.read_text(errors="replace") for path in executor_logs)
+        assert re.search(
+            r"INFO mirror\.source\.task: \[A->B source task \d .*\] took \d+ partitions", logged
+        ), logged[-3000:]
         # Kill the worker whose executor is copying: the one whose processes burn the most CPU.
         standalone.kill_worker(standalone.busiest_worker())
         # The flow goes on: more records are copied after the kill, by the surviving worker.
