@@ -37,7 +37,7 @@ def _run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     configure(args.log_format, config.logging, debug=args.debug)
     out = _progress_lines(args.log_format)
-    return Supervisor(config, out=out, stop=stop, log_format=args.log_format).run()
+    return Supervisor(config, out=out, stop=stop, log_format=args.log_format, log_debug=args.debug).run()
 
 
 def _progress_lines(log_format: str) -> Callable[[str], None]:

@@ -69,6 +69,7 @@ class FlowSettings:
     # How the executors log (mirror.logs): `mirror run --log-format` and mm2.yaml's `logging:`.
     log_format: str = "text"
     log_levels: dict[str, str] = field(default_factory=dict)
+    log_debug: bool = False  # `mirror --debug run`: the workers log at DEBUG too
 
     @property
     def name(self) -> str:
@@ -169,6 +170,7 @@ def flow_settings(
     *,
     instance_id: str = "",
     log_format: str = "text",
+    log_debug: bool = False,
 ) -> FlowSettings:
     reverse = next((f for s, t, f in config.flow_endpoints() if (s, t) == (target, source)), None)
     source_cluster, target_cluster = config.clusters[source], config.clusters[target]
@@ -206,6 +208,7 @@ def flow_settings(
         instance_id=instance_id,
         log_format=log_format,
         log_levels=dict(config.logging),
+        log_debug=log_debug,
         groups=list(flow.groups),
         groups_exclude=list(flow.groups_exclude),
         emit_checkpoints=flow.emit_checkpoints,

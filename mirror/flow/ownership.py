@@ -13,23 +13,13 @@ from confluent_kafka import Consumer
 from mirror.config.flow_settings import FlowSettings
 from mirror.errors import FlowTakenOverError
 from mirror.flow.mark import FlowMark
-from mirror.kafka.clients import consumer
+from mirror.kafka.clients import committed_reader
 from mirror.kafka.transactions import committed_metadata
 
 
 def flow_mark_reader(settings: FlowSettings) -> Consumer:
-    """A read_committed consumer in the flow's lease group: it reads the flow mark.
-
-    read_committed, because the mark is metadata committed in a transaction: only a committed
-    one names the owner.
-    """
-    return consumer(
-        {
-            **settings.target_consumer,
-            "group.id": settings.lease_group(),
-            "isolation.level": "read_committed",
-        }
-    )
+    """A read_committed consumer in the flow's lease group: it reads the flow mark."""
+    return committed_reader(settings.target_consumer, settings.lease_group())
 
 
 def read_flow_mark(settings: FlowSettings, owner_reader: Consumer) -> FlowMark | None:

@@ -75,6 +75,12 @@ def producer(properties: Mapping[str, str]) -> Producer:
     return Producer({**_QUIET, **properties})
 
 
+def committed_reader(properties: Mapping[str, str], group_id: str) -> Consumer:
+    """Reads what `group_id` committed, read_committed: offsets committed in a transaction (and
+    their metadata, such as the flow mark) only once the transaction commits."""
+    return consumer({**properties, "group.id": group_id, "isolation.level": "read_committed"})
+
+
 def check_properties(roles: Mapping[str, Mapping[str, str]], *, what: str) -> None:
     """Build each role's client once, without using it: librdkafka rejects unknown or invalid
     properties here, and the user learns which one at start-up rather than from a failed task."""

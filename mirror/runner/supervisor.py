@@ -69,9 +69,10 @@ class Supervisor:
         out: Callable[[str], None] = print,
         stop: threading.Event | None = None,
         log_format: str = "text",
+        log_debug: bool = False,
     ) -> None:
         self._config = config
-        self._log_format = log_format
+        self._log_format, self._log_debug = log_format, log_debug
         self._out = out
         self._stop = stop if stop is not None else threading.Event()
         self.instance_id = uuid.uuid4().hex
@@ -104,6 +105,7 @@ class Supervisor:
                     flow,
                     instance_id=self.instance_id,
                     log_format=self._log_format,
+                    log_debug=self._log_debug,
                 ),
                 flow,
             )

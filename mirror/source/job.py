@@ -115,7 +115,7 @@ class CopyEpochReader(DataSourceStreamReader):
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         if not isinstance(partition, CopyTaskPartition):
             raise TypeError(f"mirror_copy got a {type(partition).__name__}, not a CopyTaskPartition")
-        configure(self._settings.log_format, self._settings.log_levels)
+        configure(self._settings.log_format, self._settings.log_levels, debug=self._settings.log_debug)
         yield astuple(run_copy_task(self._settings, partition.spec))
 
     def commit(self, end: dict[str, int]) -> None:

@@ -83,7 +83,7 @@ def run_rounds(
 ) -> Iterator[pa.RecordBatch]:
     """Executor side: per tick, the schedule's rounds, each round's rows as one Arrow batch."""
     settings = FlowSettings.from_json(settings_json)
-    configure(settings.log_format, settings.log_levels)
+    configure(settings.log_format, settings.log_levels, debug=settings.log_debug)
     schema, _ = row_schemas(row_type)
     stopping = Path(schedule.stop_file)
     for batch in batches:
