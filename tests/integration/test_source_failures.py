@@ -4,6 +4,7 @@ More of these cases (retention, records the target refuses) are in tests/reliabi
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from tests.groups import produce
-from tests.helpers import assert_eventually, create_topic, unique_name
+from tests.helpers import assert_eventually, create_topic
 from tests.kafka_backends import KafkaCluster
 from tests.mirror_process import MirrorRun, replicate_until_caught_up, write_config
 from tests.records import read_topic
@@ -19,28 +20,39 @@ from tests.records import read_topic
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def replicated_topic(
-    source: KafkaCluster, target: KafkaCluster, directory: Path, topic: str, first: list[bytes], policy: str
-) -> Path:
-    """A one-partition topic holding `first`, copied to the target by a run that then stopped."""
-    create_topic(source.bootstrap_servers, topic, partitions=1)
-    produce(source, topic, first)
-    config = write_config(directory, source, target, [topic], on_source_truncation=policy)
-    replicate_until_caught_up(config, directory / "first.log", source, target, [topic])
-    return config
+POLICIES = ("continue", "fail")
+OLD = [b"old-%d" % i for i in range(100)]
 
 
-@pytest.mark.parametrize("policy", ["continue", "fail"])
+@pytest.fixture(scope="module")
+def copied_topics(
+    source_cluster: KafkaCluster, target_cluster: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, str]:
+    """For each policy a one-partition topic holding OLD, all copied by one run that then stopped:
+    the policy only matters to the run after the topic is re-created, so the first run is shared."""
+    tag = uuid.uuid4().hex[:6]
+    topics = {policy: f"recreated-{policy}-{tag}" for policy in POLICIES}
+    for topic in topics.values():
+        create_topic(source_cluster.bootstrap_servers, topic, partitions=1)
+        produce(source_cluster, topic, OLD)
+    directory = tmp_path_factory.mktemp("recreated")
+    config = write_config(directory, source_cluster, target_cluster, list(topics.values()))
+    replicate_until_caught_up(
+        config, directory / "first.log", source_cluster, target_cluster, list(topics.values())
+    )
+    return topics
+
+
+@pytest.mark.parametrize("policy", POLICIES)
 def test_a_source_topic_deleted_and_recreated_is_detected(
     source_cluster: KafkaCluster,
     target_cluster: KafkaCluster,
     tmp_path: Path,
-    request: pytest.FixtureRequest,
+    copied_topics: dict[str, str],
     policy: str,
 ) -> None:
-    topic = unique_name(request, "recreated-")
-    old = [b"old-%d" % i for i in range(100)]
-    config = replicated_topic(source_cluster, target_cluster, tmp_path, topic, old, policy)
+    topic = copied_topics[policy]
+    config = write_config(tmp_path, source_cluster, target_cluster, [topic], on_source_truncation=policy)
 
     admin = AdminClient(source_cluster.properties())
     admin.delete_topics([topic])[topic].result(timeout=30)
@@ -59,7 +71,7 @@ def test_a_source_topic_deleted_and_recreated_is_detected(
             )
             return
         # The old positions (100) are past the new topic's end (30): wait for the records themselves.
-        expected = [b"old-%d" % i for i in range(100)] + [b"new-%d" % i for i in range(30)]
+        expected = OLD + [b"new-%d" % i for i in range(30)]
         assert_eventually(
             lambda: _assert_equal(_values(target_cluster, f"A.{topic}"), expected), timeout=180, interval=2
         )

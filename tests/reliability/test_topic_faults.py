@@ -3,6 +3,7 @@ retention before they were copied, the remote topic deleted on the target."""
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from pathlib import Path
 
@@ -70,20 +71,38 @@ def test_partitions_added_and_a_new_topic_mid_stream_are_copied_whole(
     assert comparison.checked == 5000 + produced
 
 
+FIRST = [b"first-%d" % i for i in range(100)]
+
+
+@pytest.fixture(scope="module")
+def truncation_topics(
+    source_cluster: KafkaCluster, target_cluster: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, str]:
+    """For each on_source_truncation policy a one-partition topic holding FIRST, all copied by one
+    run that then stopped: the policy only matters to the next run, so the first is shared."""
+    tag = uuid.uuid4().hex[:6]
+    topics = {policy: f"trunc-{policy}-{tag}" for policy in ("continue", "fail")}
+    for topic in topics.values():
+        create_topic(source_cluster.bootstrap_servers, topic, partitions=1)
+        produce(source_cluster, topic, FIRST)
+    directory = tmp_path_factory.mktemp("truncation")
+    every = list(topics.values())
+    config = write_config(directory, source_cluster, target_cluster, every)
+    replicate_until_caught_up(config, directory / "first.log", source_cluster, target_cluster, every)
+    return topics
+
+
 @pytest.mark.parametrize("policy", ["continue", "fail"])
 def test_records_deleted_on_the_source_before_copying_are_reported(
     source_cluster: KafkaCluster,
     target_cluster: KafkaCluster,
     tmp_path: Path,
-    request: pytest.FixtureRequest,
+    truncation_topics: dict[str, str],
     reliability: Record,
     policy: str,
 ) -> None:
-    topic = unique_name(request, "trunc-")
-    create_topic(source_cluster.bootstrap_servers, topic, partitions=1)
-    produce(source_cluster, topic, [b"first-%d" % i for i in range(100)])
+    topic = truncation_topics[policy]
     config = write_config(tmp_path, source_cluster, target_cluster, [topic], on_source_truncation=policy)
-    replicate_until_caught_up(config, tmp_path / "first.log", source_cluster, target_cluster, [topic])
 
     # While mirror is down, 100 more records arrive and retention deletes 40 of them uncopied.
     produce(source_cluster, topic, [b"second-%d" % i for i in range(100)])
@@ -101,8 +120,9 @@ def test_records_deleted_on_the_source_before_copying_are_reported(
     finally:
         second.cleanup()
     copied = [r.value for r in read_topic(target_cluster.bootstrap_servers, f"A.{topic}")[0]]
-    first = [b"first-%d" % i for i in range(100)]
-    expected = first if policy == "fail" else first + [b"second-%d" % i for i in range(40, 100)]
+    expected: list[bytes | None] = (
+        [*FIRST] if policy == "fail" else [*FIRST, *(b"second-%d" % i for i in range(40, 100))]
+    )
     said = [line for line in second.output().splitlines() if "were deleted on the source" in line]
     reliability(
         "fault",
