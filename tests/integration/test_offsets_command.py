@@ -59,21 +59,21 @@ def test_positions_of_a_stopped_flow_move_back_for_a_recopy_and_forward_to_skip(
         "alter", str(config), "--topic", topic, "--partition", "1", "--to-latest"
     )
     assert code == 0 and f"{topic}-1: 500 -> 700" in lines
-    replicate_until_caught_up(config, tmp_path / "second.log", source_cluster, target_cluster, [topic])
 
-    source = {
-        p: _values(records) for p, records in read_topic(source_cluster.bootstrap_servers, topic).items()
-    }
-    target = {
-        p: _values(records)
-        for p, records in read_topic(target_cluster.bootstrap_servers, f"A.{topic}").items()
-    }
-    assert target[0] == source[0] + source[0][400:500]
-    assert target[1] == source[1][:500]
-
-    # While a run owns the flow the command refuses; with --force it fences the run, which exits.
-    run = MirrorRun(config, tmp_path / "third.log")
+    # The next run copies from the altered positions; while it owns the flow the command refuses,
+    # and with --force it fences the run, which exits.
+    run = MirrorRun(config, tmp_path / "second.log")
     try:
+        wait_until_caught_up(source_cluster, target_cluster, [topic], run)
+        source = {
+            p: _values(records) for p, records in read_topic(source_cluster.bootstrap_servers, topic).items()
+        }
+        target = {
+            p: _values(records)
+            for p, records in read_topic(target_cluster.bootstrap_servers, f"A.{topic}").items()
+        }
+        assert target[0] == source[0] + source[0][400:500]
+        assert target[1] == source[1][:500]
         # Records it copies prove it owns the flow (it took the lease before its tasks opened).
         produce(source_cluster, topic, [b"late-%d" % i for i in range(50)], partition=1)
         wait_until_caught_up(source_cluster, target_cluster, [topic], run)
@@ -88,7 +88,7 @@ def test_positions_of_a_stopped_flow_move_back_for_a_recopy_and_forward_to_skip(
         assert "another mirror instance took over this flow" in run.output()
     finally:
         run.cleanup()
-    replicate_until_caught_up(config, tmp_path / "fourth.log", source_cluster, target_cluster, [topic])
+    replicate_until_caught_up(config, tmp_path / "third.log", source_cluster, target_cluster, [topic])
     target = {
         p: _values(records)
         for p, records in read_topic(target_cluster.bootstrap_servers, f"A.{topic}").items()
