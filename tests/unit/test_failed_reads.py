@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from mirror.errors import MirrorError
-from mirror.kafka.admin import list_topics, non_default_configs_of
+from mirror.kafka.admin import list_topics, non_default_configs_of, topic_ids
 from mirror.kafka.group_admin import list_group_ids
 from mirror.kafka.transactions import committed_metadata
 
@@ -111,3 +111,30 @@ def test_configs_of_a_topic_not_every_broker_knows_yet_are_asked_again(
         "A.orders": {}
     }
     assert admin.asked == 2
+
+
+class SlowBrokerAdmin:
+    """DescribeTopics: the first request goes unanswered (a broker just restarted, or starved),
+    the next one answers."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+
+    def describe_topics(self, topics: Any, **_: object) -> dict[str, Future[Any]]:
+        self.requests += 1
+        (name,) = topics.topic_names
+        if self.requests == 1:
+            unanswered: Future[Any] = Future()  # never completes: result(timeout=...) times out
+            return {name: unanswered}
+        return {name: _done(SimpleNamespace(topic_id="q3GRmxd3T4u4ZrsWp8bUwA"))}
+
+
+def test_a_topic_id_no_broker_answered_in_time_is_asked_again_not_failed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("mirror.kafka.admin.DESCRIBE_SECONDS", 0.01)
+    admin = SlowBrokerAdmin()
+    assert topic_ids(cast(AdminClient, admin), ["A.orders"], what="B") == {
+        "A.orders": "q3GRmxd3T4u4ZrsWp8bUwA"
+    }
+    assert admin.requests == 2
