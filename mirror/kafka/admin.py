@@ -45,8 +45,7 @@ from mirror.kafka.clients import (
 )
 
 TIMEOUT_SECONDS = 30.0
-# One describe request's bound: several fit in TIMEOUT_SECONDS, so a broker that does not answer
-# costs a retry, not the whole budget (a copy task re-opening reads topic IDs, mirror.source.start).
+# One describe's bound: a broker that does not answer costs a retry, not TIMEOUT_SECONDS.
 DESCRIBE_SECONDS = 10.0
 ZERO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"  # Uuid(0, 0) as confluent-kafka prints it
 
@@ -95,24 +94,19 @@ def topic_ids(admin: AdminClient, topics: Iterable[str], *, what: str) -> dict[s
                 topic_id = str(future.result(timeout=DESCRIBE_SECONDS * 1.5).topic_id)
                 # A cluster older than Kafka 2.8 gives every topic the zero ID: no ID at all.
                 ids[name] = None if topic_id == ZERO_TOPIC_ID else topic_id
-            except TimeoutError as exc:
-                raise _unanswered(name) from exc
-            except KafkaException as exc:
-                if error_code(exc) == KafkaError._TIMED_OUT:
-                    raise _unanswered(name) from exc
-                if error_code(exc) != KafkaError.UNKNOWN_TOPIC_OR_PART:
+            except (TimeoutError, KafkaException) as exc:
+                # Unanswered (a broker just restarted, or starved): retriable, asked again of
+                # maybe another broker. A topic that does not exist is absent; the rest raises.
+                code = KafkaError._TIMED_OUT if isinstance(exc, TimeoutError) else error_code(exc)
+                if code == KafkaError._TIMED_OUT:
+                    raise KafkaException(KafkaError(code, f"{name}: no answer", retriable=True)) from exc
+                if code != KafkaError.UNKNOWN_TOPIC_OR_PART:
                     raise
         return ids
 
     return retrying(
         ask, doing=f"describing topics {', '.join(names[:3])} on {what}", timeout_seconds=TIMEOUT_SECONDS
     )
-
-
-def _unanswered(topic: str) -> KafkaException:
-    """A describe no broker answered in time, as a retriable error: asked again, it may go to
-    another broker (one just restarted, or starved of CPU, answers late while the others are fine)."""
-    return KafkaException(KafkaError(KafkaError._TIMED_OUT, f"{topic}: no answer in time", retriable=True))
 
 
 def non_default_configs_of(
