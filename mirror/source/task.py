@@ -113,10 +113,7 @@ class _CopyTask:
         )
         self.in_transaction = False
         self._began = time.monotonic()  # when the open transaction began
-        self._said: set[str] = set()
-        self._warned: set[str] = (
-            set()
-        )  # abort reasons already logged (_warn_once)  # waiting conditions already reported (_say_once)
+        self._told: set[str] = set()  # what _first_time has seen: waits reported, aborts logged
 
     def __enter__(self) -> _CopyTask:
         return self
@@ -338,9 +335,7 @@ class _CopyTask:
         """An abort's reason, logged once per task and kind of reason: an outage repeats it every
         try, up to every two seconds."""
         doing = "aborting the open transaction" if self.in_transaction else "no transaction open"
-        reason = re.sub(r"\d+", "N", f"{doing}: {error}")
-        if reason not in self._warned:
-            self._warned.add(reason)
+        if self._first_time(f"{doing}: {error}"):
             log.warning(
                 "%s: %s; going back to the committed positions", doing, error, extra=_owned(self.spec)
             )
@@ -348,10 +343,16 @@ class _CopyTask:
     def _say_once(self, message: str) -> None:
         """A condition the task waits out (a partition without a leader, a transaction not decided
         yet) reaches the driver's output once per task, not once per try."""
-        said = re.sub(r"\d+", "N", message)
-        if said not in self._said:
-            self._said.add(said)
+        if self._first_time(f"waiting: {message}"):
             self._report("waiting", message)
+
+    def _first_time(self, text: str) -> bool:
+        """Whether `text` is new to this task, numbers aside (offsets and seconds change per try)."""
+        kind = re.sub(r"\d+", "N", text)
+        if kind in self._told:
+            return False
+        self._told.add(kind)
+        return True
 
     def _report(self, kind: str, message: str) -> None:
         self.stats.current.events.append((kind, message))
