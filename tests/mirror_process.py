@@ -184,10 +184,15 @@ def committed_positions(
 
 
 def total_copied(
-    source: KafkaCluster, target: KafkaCluster, topics: list[str], remote_prefix: str = "A."
+    source: KafkaCluster,
+    target: KafkaCluster,
+    topics: list[str],
+    remote_prefix: str = "A.",
+    partitions: list[tuple[str, int]] | None = None,
 ) -> int:
-    """Sum of the flow's committed source positions over `topics` (0 before anything is committed)."""
-    partitions = source_partitions(source, topics)
+    """Sum of the flow's committed source positions over `topics` (0 before anything is committed).
+    Given `partitions`, it asks only the target (a caller sampling through a source outage)."""
+    partitions = partitions if partitions is not None else source_partitions(source, topics)
     try:
         positions = committed_positions(target, {(t, p): (f"{remote_prefix}{t}", p) for t, p in partitions})
     except Exception:  # noqa: BLE001 - remote topics may not exist yet

@@ -21,6 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.kafka_backends import KafkaCluster, replicated_clusters
 from tests.mirror_process import (
     MirrorRun,
+    source_partitions,
     total_copied,
     wait_until_caught_up,
     wait_until_copying,
@@ -48,8 +49,12 @@ class Progress:
     longest time without progress, and what was copied in a window of time."""
 
     def __init__(self, source: KafkaCluster, target: KafkaCluster, topics: list[str]) -> None:
+        # The partitions are listed once, now: a sample must ask only the target, or it would fail
+        # (and show a stall that is not there) while a source broker is down.
         self._args = (source, target, topics)
+        self._partitions = source_partitions(source, topics)
         self.samples: list[tuple[float, int]] = []
+        self.failed = 0  # samples the target did not answer, once copying had begun
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="progress", daemon=True)
 
@@ -64,11 +69,14 @@ class Progress:
     def _run(self) -> None:
         while not self._stop.wait(1.0):
             try:
-                copied = total_copied(*self._args)
-            except Exception:  # noqa: BLE001, S112 - a broker down: the next sample asks again
+                copied = total_copied(*self._args, partitions=self._partitions)
+            except Exception:  # noqa: BLE001 - a broker down: the next sample asks again
+                self.failed += 1
                 continue
             if copied:
                 self.samples.append((time.monotonic(), copied))
+            elif self.samples:  # total_copied says 0 when the target does not answer
+                self.failed += 1
 
     def copied_between(self, start: float, end: float) -> int:
         """Records committed after `start` and up to `end` (0 if no sample shows any)."""
@@ -205,7 +213,8 @@ def test_brokers_lost_one_at_a_time_on_either_side_copy_on_and_lose_and_duplicat
         )
         print(  # noqa: T201
             f"{outage.which}: copied while down {while_down}, longest stall {stall:.1f}s, "
-            f"the workers warned {len(warned)} times, first {[r['message'] for r in warned[:2]]}"
+            f"the workers warned {len(warned)} times, first {[r['message'] for r in warned[:2]]}; "
+            f"{progress.failed} progress samples failed in the whole run"
         )
         assert while_down > 0, (
             f"nothing reached the target while {outage.which} broker {outage.node} was down"
