@@ -163,10 +163,16 @@ def on_checkpoint_round(
 
 
 def drain(query: StreamingQuery | None, deadline: float) -> None:
-    """Nothing new is planned now; wait for the batch in flight so its transactions commit, then stop."""
+    """Nothing new is planned now; wait for the batch in flight so its transactions commit, then stop.
+
+    A batch is in flight while the status says data is available. Not "no trigger active": a copy
+    query that is stopping asks its planner for an epoch again and again (each answer "none"), so a
+    trigger is active nearly all the time, and waiting for a moment without one took 10 s and more.
+    Two answers in a row, so that an epoch planned just before the stop file appeared shows up."""
+    quiet = 0
     while query is not None and query.isActive and time.monotonic() < deadline:
-        status = query.status
-        if not status["isTriggerActive"] and not status["isDataAvailable"]:
+        quiet = 0 if query.status["isDataAvailable"] else quiet + 1
+        if quiet == 2:
             break
         time.sleep(0.1)
     if query is not None and query.isActive:
