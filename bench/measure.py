@@ -17,7 +17,7 @@ from bench import processes
 from bench.contenders import Clusters, Contender
 from bench.workloads import PARTITIONS, CatchUp, verify
 from mirror.errors import MirrorError
-from mirror.kafka.admin import Partition, last_stable_offsets
+from mirror.kafka.offsets import Partition, last_stable_offsets
 
 POLL_SECONDS = 0.1
 STABLE_SECONDS = 2.0  # an end offset unchanged this long means the contender stopped writing

@@ -31,7 +31,6 @@ from mirror.errors import KafkaClientError, MirrorError, ProducerFencedError, Wi
 from mirror.flow.ownership import flow_mark_reader, stop_if_flow_taken_over
 from mirror.flow.source_offsets import FIXED_OFFSET, encode_checkpoint_key, encode_value
 from mirror.flow.tail import PartitionTail
-from mirror.kafka.admin import last_stable_offsets
 from mirror.kafka.clients import admin_client
 from mirror.kafka.group_admin import (
     CommittedOffset,
@@ -40,6 +39,7 @@ from mirror.kafka.group_admin import (
     groups_with_members,
     list_group_ids,
 )
+from mirror.kafka.offsets import last_stable_offsets
 from mirror.kafka.transactions import (
     AbortableError,
     RetriableError,

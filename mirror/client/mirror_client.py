@@ -18,9 +18,10 @@ from mirror.config import load_config
 from mirror.config.models import MirrorConfig
 from mirror.errors import ConfigError, KafkaClientError, WireFormatError
 from mirror.flow.tail import PartitionTail
-from mirror.kafka.admin import last_stable_offsets, list_topics
+from mirror.kafka.admin import list_topics
 from mirror.kafka.clients import admin_client, check_properties
 from mirror.kafka.group_admin import alter_group_offsets, group_offsets, groups_with_members
+from mirror.kafka.offsets import last_stable_offsets
 from mirror.kafka.wire import Checkpoint, Heartbeat
 from mirror.policy import (
     ReplicationPolicy,

@@ -1,20 +1,13 @@
-"""Admin operations on topics, watermarks, consumer groups and ACLs, with errors translated."""
+"""Admin operations on topics and their ACLs, with errors translated (offsets: mirror.kafka.offsets)."""
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 
-from confluent_kafka import (
-    Consumer,
-    IsolationLevel,
-    KafkaError,
-    KafkaException,
-    TopicCollection,
-    TopicPartition,
-)
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -27,24 +20,14 @@ from confluent_kafka.admin import (
     ConfigSource,
     NewPartitions,
     NewTopic,
-    OffsetSpec,
     ResourcePatternType,
     ResourceType,
 )
 
 from mirror.errors import KafkaClientError
 from mirror.kafka.acl import TopicAcl
-from mirror.kafka.clients import (
-    COORDINATOR_CODES,
-    STALE_LEADER_CODES,
-    error_code,
-    is_transient,
-    partition_error,
-    retrying,
-    translate,
-)
+from mirror.kafka.clients import TIMEOUT_SECONDS, error_code, is_transient, retrying, translate
 
-TIMEOUT_SECONDS = 30.0
 # One describe's bound: a broker that does not answer costs a retry, not TIMEOUT_SECONDS.
 DESCRIBE_SECONDS = 10.0
 ZERO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"  # Uuid(0, 0) as confluent-kafka prints it
@@ -201,39 +184,66 @@ def create_topic(
     )
 
 
+# A KRaft controller refuses a request that would write more than 10,000 metadata records ("Unable
+# to perform excessively large batch operation"): one per topic, per partition and per config entry.
+# MM2 sends all its new topics in one request and, refused, asks again every 10 minutes; mirror
+# sends them in batches of at most half that.
+RECORDS_PER_CREATE = 5000
+
+
+def create_batches(
+    topics: Iterable[tuple[str, int, dict[str, str]]], limit: int = RECORDS_PER_CREATE
+) -> list[list[tuple[str, int, dict[str, str]]]]:
+    """(name, partitions, config) topics in order, in batches of at most `limit` metadata records
+    (a topic larger than that on its own goes alone)."""
+    batches: list[list[tuple[str, int, dict[str, str]]]] = []
+    records = limit
+    for topic in topics:
+        size = 1 + topic[1] + len(topic[2])
+        if records + size > limit:
+            batches.append([])
+            records = 0
+        batches[-1].append(topic)
+        records += size
+    return batches
+
+
 def create_topics(
     admin: AdminClient,
     topics: Iterable[tuple[str, int, dict[str, str]]],
     *,
     replication_factor: int | None,
 ) -> list[str]:
-    """Create (name, partitions, config) topics in one request; returns those this call created
-    (one that existed already was made by another instance, or MM2, first)."""
-    new_topics = [NewTopic(name, n, replication_factor or -1, config=config) for name, n, config in topics]
-    if not new_topics:
-        return []
-    futures = admin.create_topics(new_topics, operation_timeout=TIMEOUT_SECONDS)
+    """Create (name, partitions, config) topics, in as few requests as the controller accepts;
+    returns those this call created (one that existed already was made by another instance, or
+    MM2, first)."""
     created = []
-    for name, future in futures.items():
-        try:
-            future.result(timeout=TIMEOUT_SECONDS)
-        except KafkaException as exc:
-            code = exc.args[0].code()
-            if code == KafkaError.TOPIC_ALREADY_EXISTS:
-                continue
-            if code == KafkaError.UNSUPPORTED_VERSION:
-                raise KafkaClientError(
-                    f"creating topic {name}: the cluster does not create topics through the admin API "
-                    "(UNSUPPORTED_VERSION); create the topic beforehand with kafka-topics.sh"
-                ) from exc
-            raise translate(exc, f"creating topic {name}") from exc
-        except TimeoutError as exc:  # the future's own timeout; librdkafka's comes as a KafkaException
-            raise KafkaClientError(
-                f"creating topic {name}: no answer within {TIMEOUT_SECONDS:.0f} s; "
-                "check that the cluster's controller is up, then run again"
-            ) from exc
-        created.append(name)
+    for batch in create_batches(topics):
+        new_topics = [NewTopic(name, n, replication_factor or -1, config=config) for name, n, config in batch]
+        futures = admin.create_topics(new_topics, operation_timeout=TIMEOUT_SECONDS)
+        created += [name for name, future in futures.items() if _created(name, future)]
     return created
+
+
+def _created(name: str, future: Future[None]) -> bool:
+    try:
+        future.result(timeout=TIMEOUT_SECONDS)
+    except KafkaException as exc:
+        code = exc.args[0].code()
+        if code == KafkaError.TOPIC_ALREADY_EXISTS:
+            return False
+        if code == KafkaError.UNSUPPORTED_VERSION:
+            raise KafkaClientError(
+                f"creating topic {name}: the cluster does not create topics through the admin API "
+                "(UNSUPPORTED_VERSION); create the topic beforehand with kafka-topics.sh"
+            ) from exc
+        raise translate(exc, f"creating topic {name}") from exc
+    except TimeoutError as exc:  # the future's own timeout; librdkafka's comes as a KafkaException
+        raise KafkaClientError(
+            f"creating topic {name}: no answer within {TIMEOUT_SECONDS:.0f} s; "
+            "check that the cluster's controller is up, then run again"
+        ) from exc
+    return True
 
 
 def add_partitions(admin: AdminClient, name: str, total: int) -> None:
@@ -243,111 +253,6 @@ def add_partitions(admin: AdminClient, name: str, total: int) -> None:
         if exc.args[0].code() == KafkaError.INVALID_PARTITIONS:
             return  # already at least `total`: someone else added them
         raise translate(exc, f"adding partitions to {name}") from exc
-
-
-Partition = tuple[str, int]  # (topic, partition): callers outside mirror/kafka never see TopicPartition
-
-
-def _list_offsets(
-    admin: AdminClient,
-    partitions: Iterable[Partition],
-    spec: OffsetSpec,
-    isolation: IsolationLevel = IsolationLevel.READ_COMMITTED,
-) -> dict[Partition, int]:
-    request = {TopicPartition(topic, partition): spec for topic, partition in partitions}
-    if not request:
-        return {}
-
-    def ask() -> dict[Partition, int]:
-        futures = admin.list_offsets(request, isolation_level=isolation, request_timeout=TIMEOUT_SECONDS)
-        try:
-            offsets = {
-                (tp.topic, tp.partition): future.result(timeout=TIMEOUT_SECONDS).offset
-                for tp, future in futures.items()
-            }
-            # When a whole request to one leader fails (the broker just died), librdkafka answers
-            # its partitions with no offset (-1001) instead of an error: no answer, never "0".
-            unanswered = sorted(tp for tp, offset in offsets.items() if offset < 0)
-            if unanswered:
-                topic, partition = unanswered[0]
-                raise KafkaException(
-                    KafkaError(
-                        KafkaError.LEADER_NOT_AVAILABLE, f"{topic}-{partition}'s leader gave no offset"
-                    )
-                )
-            return offsets
-        except KafkaException as exc:
-            if error_code(exc) in STALE_LEADER_CODES | {KafkaError.LEADER_NOT_AVAILABLE}:
-                # After a broker restart librdkafka (2.16) keeps sending the leader epoch it cached
-                # before, and ListOffsets does not refresh it: the broker refuses until the client
-                # asks for the topics' metadata again (else only the 5-minute refresh mends it).
-                # The same for a leader that died: the cached one is asked until metadata is.
-                with contextlib.suppress(KafkaException):  # the original error is the one to report
-                    for topic in {tp.topic for tp in request}:
-                        admin.list_topics(topic=topic, timeout=TIMEOUT_SECONDS)
-            raise
-
-    # Partitions just created or moving have no leader for a moment (NOT_LEADER_FOR_PARTITION).
-    return retrying(ask, doing="listing partition offsets")
-
-
-def last_stable_offsets(admin: AdminClient, partitions: Iterable[Partition]) -> dict[Partition, int]:
-    """The read_committed end of each partition: everything below it is decided (committed or aborted)."""
-    return _list_offsets(admin, partitions, OffsetSpec.latest())
-
-
-def high_watermarks(admin: AdminClient, partitions: Iterable[Partition]) -> dict[Partition, int]:
-    """The end of each partition, open transactions' records included: it moves whenever anyone writes."""
-    return _list_offsets(admin, partitions, OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)
-
-
-def earliest_offsets(admin: AdminClient, partitions: Iterable[Partition]) -> dict[Partition, int]:
-    return _list_offsets(admin, partitions, OffsetSpec.earliest())
-
-
-def committed_positions(consumer: Consumer, partitions: Iterable[Partition]) -> dict[Partition, int]:
-    """The group's committed offsets; partitions without one are absent.
-
-    The consumer must be read_committed: then the broker answers only once no transactional
-    commit of these offsets is pending (KIP-447 require_stable).
-    """
-    return {
-        partition: offset for partition, (offset, _) in committed_with_metadata(consumer, partitions).items()
-    }
-
-
-def committed_with_metadata(
-    consumer: Consumer, partitions: Iterable[Partition]
-) -> dict[Partition, tuple[int, str]]:
-    """committed_positions, with each offset's metadata string ("" if none)."""
-    request = [TopicPartition(topic, partition) for topic, partition in partitions]
-    if not request:
-        return {}
-
-    def ask() -> list[TopicPartition]:
-        result = consumer.committed(request, timeout=TIMEOUT_SECONDS)
-        # Per-partition errors come back inside the answer, not raised: a partition whose offset
-        # could not be read has an unknown position, not none (asked again, then raised).
-        failed = next((tp for tp in result if tp.error is not None), None)
-        if failed is not None:
-            raise partition_error(failed.error, failed.topic, failed.partition)
-        if len(result) != len(request):
-            raise KafkaException(KafkaError(KafkaError._PARTIAL, "not every partition's offset came back"))
-        return list(result)
-
-    result = retrying(ask, doing="reading committed positions")
-    return {(tp.topic, tp.partition): (tp.offset, tp.metadata or "") for tp in result if tp.offset >= 0}
-
-
-def commit_positions(consumer: Consumer, positions: Mapping[Partition, int]) -> None:
-    offsets = [TopicPartition(topic, partition, offset) for (topic, partition), offset in positions.items()]
-    if not offsets:
-        return
-    retrying(
-        lambda: consumer.commit(offsets=offsets, asynchronous=False),
-        doing="committing positions",
-        only=COORDINATOR_CODES,
-    )
 
 
 def describe_topic_acls(admin: AdminClient) -> list[TopicAcl] | None:

@@ -52,6 +52,9 @@ _TRANSIENT_CODES = {
     KafkaError.UNSTABLE_OFFSET_COMMIT,
     KafkaError.OFFSET_NOT_AVAILABLE,
 }
+# How long one admin request (or a committed-offsets fetch) may take before it counts as unanswered.
+TIMEOUT_SECONDS = 30.0
+
 STALE_LEADER_CODES = {KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH}
 
 # librdkafka logs to stderr on its own (connection refusals, "fenced" when a partition's producer

@@ -17,8 +17,8 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription
 
 from mirror.errors import KafkaClientError
-from mirror.kafka.admin import TIMEOUT_SECONDS, Partition
-from mirror.kafka.clients import COORDINATOR_CODES, partition_error, retrying
+from mirror.kafka.clients import COORDINATOR_CODES, TIMEOUT_SECONDS, partition_error, retrying
+from mirror.kafka.offsets import Partition
 
 WRITE_RETRY_SECONDS = 5.0
 

@@ -17,9 +17,10 @@ from typing import TypeVar
 from mirror.config.flow_settings import FlowSettings
 from mirror.errors import ConfigError, MigrationStepError, MirrorError
 from mirror.kafka.acl import TopicAcl
-from mirror.kafka.admin import create_topic_acls, describe_topic_acls, high_watermarks, last_stable_offsets
+from mirror.kafka.admin import create_topic_acls, describe_topic_acls
 from mirror.kafka.clients import admin_client
 from mirror.kafka.group_admin import group_offsets, list_group_ids
+from mirror.kafka.offsets import high_watermarks, last_stable_offsets
 from mirror.migrate.groups import move_groups
 from mirror.migrate.state import (
     STEPS,

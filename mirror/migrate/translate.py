@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from mirror.config.flow_settings import FlowSettings
-from mirror.kafka.admin import earliest_offsets
 from mirror.kafka.clients import admin_client
+from mirror.kafka.offsets import earliest_offsets
 from mirror.kafka.wire import OffsetSync
 from mirror.source.offsets_admin import positions_and_landings
 from mirror.verify.offset_syncs import read_offset_syncs

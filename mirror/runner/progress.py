@@ -16,8 +16,8 @@ from typing import Any
 
 from mirror.config.flow_settings import FlowSettings
 from mirror.errors import MirrorError
-from mirror.kafka.admin import committed_positions, last_stable_offsets
 from mirror.kafka.clients import admin_client, consumer
+from mirror.kafka.offsets import committed_positions, last_stable_offsets
 from mirror.metrics import SourceMetrics
 
 log = logging.getLogger(__name__)

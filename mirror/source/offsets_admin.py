@@ -25,9 +25,9 @@ from mirror.errors import ConfigError, FlowInUseError, KafkaClientError
 from mirror.flow.mark import FlowMark
 from mirror.flow.ownership import flow_mark_reader, read_flow_mark
 from mirror.flow.source_offsets import SourcePartition, encode_key, encode_value
-from mirror.kafka.admin import committed_with_metadata, earliest_offsets, last_stable_offsets
 from mirror.kafka.clients import admin_client, consumer, producer, translate
 from mirror.kafka.fencing import fence_transactional_ids
+from mirror.kafka.offsets import committed_with_metadata, earliest_offsets, last_stable_offsets
 from mirror.kafka.transactions import AbortableError, RetriableError
 from mirror.source.lease import FlowLease
 from mirror.source.positions import landed_offset

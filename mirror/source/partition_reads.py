@@ -7,7 +7,7 @@ import time
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirror.kafka.admin import high_watermarks
+from mirror.kafka.offsets import high_watermarks
 from mirror.kafka.transactions import RetriableError, call, classify
 
 STALL_SECONDS = 60.0

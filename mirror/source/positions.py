@@ -13,8 +13,8 @@ from collections.abc import Collection
 from mirror.config.flow_settings import FlowSettings
 from mirror.flow.offsets_store import read_to_end
 from mirror.flow.source_offsets import CONNECTOR_NAME, decode_key, decode_value
-from mirror.kafka.admin import commit_positions, committed_positions
 from mirror.kafka.clients import consumer
+from mirror.kafka.offsets import commit_positions, committed_positions
 
 log = logging.getLogger(__name__)
 

@@ -25,12 +25,12 @@ from mirror.config.flow_settings import FlowSettings
 from mirror.errors import KafkaClientError, RemoteTopicDeletedError, SourceTruncatedError
 from mirror.flow.offsets_store import read_to_end
 from mirror.flow.source_offsets import CONNECTOR_NAME, decode_key, decode_value
-from mirror.kafka.admin import (
+from mirror.kafka.admin import topic_ids
+from mirror.kafka.offsets import (
     committed_with_metadata,
     earliest_offsets,
     high_watermarks,
     last_stable_offsets,
-    topic_ids,
 )
 from mirror.kafka.transactions import RetriableError
 from mirror.source.partition_copy import PartitionCopy

@@ -16,8 +16,8 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 from mirror.config.flow_settings import FlowSettings
-from mirror.kafka.admin import earliest_offsets, last_stable_offsets
 from mirror.kafka.clients import admin_client
+from mirror.kafka.offsets import earliest_offsets, last_stable_offsets
 from mirror.source.offsets_admin import positions_and_landings
 from mirror.topics.sync import TopicSync
 from mirror.verify.compare import WINDOW, PartitionDiff, compare_streams

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from mirror.config.flow_settings import FlowSettings
-from mirror.kafka.admin import earliest_offsets, last_stable_offsets, list_topics
+from mirror.kafka.admin import list_topics
 from mirror.kafka.clients import admin_client
+from mirror.kafka.offsets import earliest_offsets, last_stable_offsets
 from mirror.kafka.wire import OffsetSync
 from mirror.verify.range_reads import read_ranges
 

@@ -223,3 +223,45 @@ def test_acl_sync_against_a_cluster_without_an_authorizer_says_so_once_and_never
     assert len(skipped) == 1
     assert "A or B has no authorizer; set sync_topic_acls: false" in skipped[0]
     assert "create_acls" not in target.calls
+
+
+@dataclass
+class KraftController(FakeAdmin):
+    """A target whose controller refuses, as KRaft's does, a CreateTopics request that would write
+    more than 10,000 metadata records (a topic, each partition, each config entry), and creates
+    what it accepts."""
+
+    requests: list[int] = field(default_factory=list)
+
+    def create_topics(self, new_topics: list[Any], **_: object) -> dict[str, Future[Any]]:
+        records = sum(1 + t.num_partitions + len(t.config) for t in new_topics)
+        self.requests.append(records)
+        if records > 10_000:
+            too_large = KafkaError(
+                KafkaError.UNKNOWN, "Unable to perform excessively large batch operation."
+            )
+            return {t.topic: _refused_with(too_large) for t in new_topics}
+        self.topics.update({t.topic: t.num_partitions for t in new_topics})
+        return {t.topic: answered() for t in new_topics}
+
+
+def _refused_with(error: KafkaError) -> Future[Any]:
+    future: Future[Any] = Future()
+    future.set_exception(KafkaException(error))
+    return future
+
+
+def test_ten_thousand_new_partitions_are_created_in_batches_the_controller_accepts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A flow of 1,000 topics x 10 partitions: one request would be 11,000 records, which the
+    # controller refuses (MM2 then waits 10 minutes to ask again, and again).
+    source = FakeAdmin(topics={f"scale-{n:03d}": 10 for n in range(1000)})
+    target = KraftController()
+    sync = topic_sync_over(monkeypatch, source, target, topics=["scale-.*"])
+
+    result = sync.sync()
+
+    assert result.created == 1000
+    assert target.topics == {f"A.scale-{n:03d}": 10 for n in range(1000)}
+    assert len(target.requests) > 1 and max(target.requests) <= 10_000, target.requests

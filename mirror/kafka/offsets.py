@@ -1,0 +1,123 @@
+"""Partition offsets: the ends and starts of partitions, and a group's committed positions, with
+errors translated and transient ones asked again."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Mapping
+
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from mirror.kafka.clients import (
+    COORDINATOR_CODES,
+    STALE_LEADER_CODES,
+    TIMEOUT_SECONDS,
+    error_code,
+    partition_error,
+    retrying,
+)
+
+Partition = tuple[str, int]  # (topic, partition): callers outside mirror/kafka never see TopicPartition
+
+
+def _list_offsets(
+    admin: AdminClient,
+    partitions: Iterable[Partition],
+    spec: OffsetSpec,
+    isolation: IsolationLevel = IsolationLevel.READ_COMMITTED,
+) -> dict[Partition, int]:
+    request = {TopicPartition(topic, partition): spec for topic, partition in partitions}
+    if not request:
+        return {}
+
+    def ask() -> dict[Partition, int]:
+        futures = admin.list_offsets(request, isolation_level=isolation, request_timeout=TIMEOUT_SECONDS)
+        try:
+            offsets = {
+                (tp.topic, tp.partition): future.result(timeout=TIMEOUT_SECONDS).offset
+                for tp, future in futures.items()
+            }
+            # When a whole request to one leader fails (the broker just died), librdkafka answers
+            # its partitions with no offset (-1001) instead of an error: no answer, never "0".
+            unanswered = sorted(tp for tp, offset in offsets.items() if offset < 0)
+            if unanswered:
+                topic, partition = unanswered[0]
+                raise KafkaException(
+                    KafkaError(
+                        KafkaError.LEADER_NOT_AVAILABLE, f"{topic}-{partition}'s leader gave no offset"
+                    )
+                )
+            return offsets
+        except KafkaException as exc:
+            if error_code(exc) in STALE_LEADER_CODES | {KafkaError.LEADER_NOT_AVAILABLE}:
+                # After a broker restart librdkafka (2.16) keeps sending the leader epoch it cached
+                # before, and ListOffsets does not refresh it: the broker refuses until the client
+                # asks for the topics' metadata again (else only the 5-minute refresh mends it).
+                # The same for a leader that died: the cached one is asked until metadata is.
+                with contextlib.suppress(KafkaException):  # the original error is the one to report
+                    for topic in {tp.topic for tp in request}:
+                        admin.list_topics(topic=topic, timeout=TIMEOUT_SECONDS)
+            raise
+
+    # Partitions just created or moving have no leader for a moment (NOT_LEADER_FOR_PARTITION).
+    return retrying(ask, doing="listing partition offsets")
+
+
+def last_stable_offsets(admin: AdminClient, partitions: Iterable[Partition]) -> dict[Partition, int]:
+    """The read_committed end of each partition: everything below it is decided (committed or aborted)."""
+    return _list_offsets(admin, partitions, OffsetSpec.latest())
+
+
+def high_watermarks(admin: AdminClient, partitions: Iterable[Partition]) -> dict[Partition, int]:
+    """The end of each partition, open transactions' records included: it moves whenever anyone writes."""
+    return _list_offsets(admin, partitions, OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)
+
+
+def earliest_offsets(admin: AdminClient, partitions: Iterable[Partition]) -> dict[Partition, int]:
+    return _list_offsets(admin, partitions, OffsetSpec.earliest())
+
+
+def committed_positions(consumer: Consumer, partitions: Iterable[Partition]) -> dict[Partition, int]:
+    """The group's committed offsets; partitions without one are absent.
+
+    The consumer must be read_committed: then the broker answers only once no transactional
+    commit of these offsets is pending (KIP-447 require_stable).
+    """
+    return {
+        partition: offset for partition, (offset, _) in committed_with_metadata(consumer, partitions).items()
+    }
+
+
+def committed_with_metadata(
+    consumer: Consumer, partitions: Iterable[Partition]
+) -> dict[Partition, tuple[int, str]]:
+    """committed_positions, with each offset's metadata string ("" if none)."""
+    request = [TopicPartition(topic, partition) for topic, partition in partitions]
+    if not request:
+        return {}
+
+    def ask() -> list[TopicPartition]:
+        result = consumer.committed(request, timeout=TIMEOUT_SECONDS)
+        # Per-partition errors come back inside the answer, not raised: a partition whose offset
+        # could not be read has an unknown position, not none (asked again, then raised).
+        failed = next((tp for tp in result if tp.error is not None), None)
+        if failed is not None:
+            raise partition_error(failed.error, failed.topic, failed.partition)
+        if len(result) != len(request):
+            raise KafkaException(KafkaError(KafkaError._PARTIAL, "not every partition's offset came back"))
+        return list(result)
+
+    result = retrying(ask, doing="reading committed positions")
+    return {(tp.topic, tp.partition): (tp.offset, tp.metadata or "") for tp in result if tp.offset >= 0}
+
+
+def commit_positions(consumer: Consumer, positions: Mapping[Partition, int]) -> None:
+    offsets = [TopicPartition(topic, partition, offset) for (topic, partition), offset in positions.items()]
+    if not offsets:
+        return
+    retrying(
+        lambda: consumer.commit(offsets=offsets, asynchronous=False),
+        doing="committing positions",
+        only=COORDINATOR_CODES,
+    )
