@@ -237,9 +237,7 @@ class KraftController(FakeAdmin):
         records = sum(1 + t.num_partitions + len(t.config) for t in new_topics)
         self.requests.append(records)
         if records > 10_000:
-            too_large = KafkaError(
-                KafkaError.UNKNOWN, "Unable to perform excessively large batch operation."
-            )
+            too_large = KafkaError(KafkaError.UNKNOWN, "Unable to perform excessively large batch operation.")
             return {t.topic: _refused_with(too_large) for t in new_topics}
         self.topics.update({t.topic: t.num_partitions for t in new_topics})
         return {t.topic: answered() for t in new_topics}
