@@ -16,6 +16,7 @@ _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
 class SourceMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         partition_labels = ("flow", "topic", "partition")
+        self._lag_series: dict[str, set[tuple[str, str]]] = {}
         self.records = Counter(
             "mirror_source_records", "Records copied to the target", partition_labels, registry=registry
         )
@@ -90,6 +91,12 @@ class SourceMetrics:
         for latency in message["latencies"]:
             self.replication_latency.labels(flow).observe(latency)
 
-    def record_lag(self, flow: str, lag: Mapping[tuple[str, int], int]) -> None:
-        for (topic, partition), records in lag.items():
-            self.lag.labels(flow, topic, str(partition)).set(records)
+    def record_lag(self, flow: str, lag: Mapping[tuple[str, int], int] | None) -> None:
+        """The flow's lag per partition; None (unknown) removes its series rather than leave the
+        last numbers standing, and a partition no longer selected loses its own."""
+        now = {(topic, str(partition)): records for (topic, partition), records in (lag or {}).items()}
+        for topic, partition in self._lag_series.get(flow, set()) - now.keys():
+            self.lag.remove(flow, topic, partition)
+        for (topic, partition), records in now.items():
+            self.lag.labels(flow, topic, partition).set(records)
+        self._lag_series[flow] = set(now)

@@ -85,7 +85,7 @@ def schedule_flow_jobs(
 
     def read_lag() -> None:
         published = flow.connector.published
-        flow.lag.refresh(sorted(published.assignment.partitions) if published else [])
+        flow.lag.refresh(sync.selected_partitions, published.assignment.partitions if published else set())
 
     scheduler.add_job(read_lag, "interval", seconds=lag_seconds, next_run_time=datetime.now(UTC))
 

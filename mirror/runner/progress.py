@@ -95,8 +95,17 @@ def stats_handler(
     return handle
 
 
+# A lag read older than this is no longer the lag: shown as unknown, its series dropped.
+LAG_STALE_SECONDS = 30.0
+
+
 class LagReader:
-    """Per source partition, records the source has that the flow has not committed yet."""
+    """Per source partition, records the source has that the flow has not committed yet.
+
+    Every partition the flow selects counts, not only those it copies now: one whose remote topic
+    could not be created is lagging by all its records, not absent. A read that keeps failing (or
+    blocks: a busy source cluster answers slowly) makes the lag unknown after LAG_STALE_SECONDS,
+    never a stale number."""
 
     def __init__(self, settings: FlowSettings) -> None:
         self._settings = settings
@@ -108,21 +117,38 @@ class LagReader:
                 "isolation.level": "read_committed",
             }
         )
+        self._latest: dict[tuple[str, int], int] | None = None
+        self._read_at: float | None = None
 
-    latest: dict[tuple[str, int], int] | None = None
+    @property
+    def latest(self) -> dict[tuple[str, int], int] | None:
+        """The last lag read, or None if there is none from the last LAG_STALE_SECONDS."""
+        age = self.age_seconds
+        return self._latest if age is not None and age <= LAG_STALE_SECONDS else None
 
-    def refresh(self, partitions: Collection[tuple[str, int]]) -> None:
-        """Read the lag now (on the scheduler: it blocks while a cluster is away); None if unknown."""
+    @property
+    def age_seconds(self) -> float | None:
+        return None if self._read_at is None else time.monotonic() - self._read_at
+
+    def refresh(
+        self, selected: Callable[[], Collection[tuple[str, int]]], copied: Collection[tuple[str, int]]
+    ) -> None:
+        """Read the lag now (on the scheduler: it blocks while a cluster is away). `selected` lists
+        the source partitions the flow selects; `copied` are those it copies now."""
         try:
-            self.latest = self.read(partitions)
+            self._latest = self.read(selected(), copied)
+            self._read_at = time.monotonic()
         except MirrorError as exc:
-            log.debug("flow %s: lag unknown: %s", self._settings.name, exc)
-            self.latest = None
+            log.debug("flow %s: lag not read: %s", self._settings.name, exc)
 
-    def read(self, partitions: Collection[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    def read(
+        self, selected: Collection[tuple[str, int]], copied: Collection[tuple[str, int]]
+    ) -> dict[tuple[str, int], int]:
         s = self._settings
-        ends = last_stable_offsets(self._source_admin, partitions)
-        positions = committed_positions(self._positions, [(s.remote_topic(t), p) for t, p in partitions])
+        ends = last_stable_offsets(self._source_admin, selected)
+        # Only partitions being copied have a position; the others have copied nothing yet.
+        remote = [(s.remote_topic(t), p) for t, p in copied if (t, p) in ends]
+        positions = committed_positions(self._positions, remote)
         return {
             (t, p): max(0, end - positions.get((s.remote_topic(t), p), 0)) for (t, p), end in ends.items()
         }

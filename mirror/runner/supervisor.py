@@ -330,9 +330,12 @@ class Supervisor:
     def _report(self, flow: Flow) -> None:
         records_per_second, bytes_per_second, latencies = flow.progress.take_window()
         lag = flow.lag.latest
+        self._metrics.record_lag(flow.settings.name, lag)
         if lag is not None:
-            self._metrics.record_lag(flow.settings.name, lag)
-        lag_text = f"{sum(lag.values()):,} records" if lag is not None else "unknown"
+            lag_text = f"{sum(lag.values()):,} records"
+        else:
+            age = flow.lag.age_seconds
+            lag_text = "unknown" + (f" (last read {age:.0f}s ago)" if age is not None else "")
         latency = (
             f", latency p50 {percentile(latencies, 50):.2f}s p99 {percentile(latencies, 99):.2f}s"
             if latencies

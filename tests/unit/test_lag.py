@@ -1,0 +1,70 @@
+"""What the flow's lag says (the progress line and `mirror_source_lag_records`): every selected
+partition counts, and a lag that cannot be read is unknown, never a stale number. The clusters'
+answers are stubbed at the `mirror.kafka.offsets` boundary; the lag against real brokers is read
+in integration/test_source_replication.py and integration/test_status.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from mirror.errors import KafkaClientError
+from mirror.metrics import SourceMetrics
+from mirror.runner import progress
+from mirror.runner.progress import LagReader
+from tests.unit.flows import flow_a_to_b
+
+Partition = tuple[str, int]
+
+
+@pytest.fixture
+def reader(monkeypatch: pytest.MonkeyPatch) -> LagReader:
+    monkeypatch.setattr(progress, "admin_client", lambda _conf: object())
+    monkeypatch.setattr(progress, "consumer", lambda _conf: object())
+    return LagReader(flow_a_to_b(["orders"]))
+
+
+def answering(
+    monkeypatch: pytest.MonkeyPatch, ends: dict[Partition, int], positions: dict[Partition, int]
+) -> None:
+    monkeypatch.setattr(progress, "last_stable_offsets", lambda _admin, parts: {p: ends[p] for p in parts})
+
+    def committed(_consumer: object, parts: Iterable[Partition]) -> dict[Partition, int]:
+        return {p: positions[p] for p in parts if p in positions}
+
+    monkeypatch.setattr(progress, "committed_positions", committed)
+
+
+def test_a_selected_partition_not_copied_yet_lags_by_all_its_records(
+    reader: LagReader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # orders-1's remote partition could not be created: it is in no copy task, and its ten
+    # records are ten records of lag, not none.
+    answering(monkeypatch, {("orders", 0): 10, ("orders", 1): 10}, {("A.orders", 0): 7})
+    reader.refresh(lambda: [("orders", 0), ("orders", 1)], copied={("orders", 0)})
+    assert reader.latest == {("orders", 0): 3, ("orders", 1): 10}
+
+
+def test_a_lag_not_read_for_thirty_seconds_is_unknown_and_its_series_are_dropped(
+    reader: LagReader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answering(monkeypatch, {("orders", 0): 10}, {("A.orders", 0): 10})
+    reader.refresh(lambda: [("orders", 0)], copied={("orders", 0)})
+    assert reader.latest == {("orders", 0): 0}
+    metrics = SourceMetrics(CollectorRegistry())
+    metrics.record_lag("A->B", reader.latest)
+
+    def unanswered() -> list[Partition]:
+        raise KafkaClientError("listing topics of source cluster A: Failed to get metadata: Local: Timed out")
+
+    reader.refresh(unanswered, copied={("orders", 0)})
+    assert reader.latest == {("orders", 0): 0}, "one failed read keeps the last one for a while"
+    clock = progress.time.monotonic() + progress.LAG_STALE_SECONDS + 1
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock)
+    assert reader.latest is None
+    assert reader.age_seconds is not None and reader.age_seconds > progress.LAG_STALE_SECONDS
+
+    metrics.record_lag("A->B", reader.latest)
+    assert not [s for m in metrics.lag.collect() for s in m.samples], "a stale 0 would read as caught up"
