@@ -33,7 +33,7 @@ from tests.reliability.traffic import Traffic, compare_topics
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.reliability]
 
 TOPICS, PARTITIONS = 20, 10  # 200 partitions, RF 3
-RATE = 1000  # records/s on the source throughout
+RATE = 500  # records/s on the source throughout
 TRANSACTION_STATE_PARTITIONS = 10  # REPLICATED_SETTINGS' transaction.state.log.num.partitions
 
 
@@ -133,9 +133,9 @@ def _other_broker(cluster: KafkaCluster, not_this: int) -> int:
 
 
 # Each side's loss in turn, on one run: a target broker for a minute (not the transaction
-# coordinator of the copy tasks), the source broker leading most of the flow's partitions, then
-# the copy tasks' transaction coordinator.
-FAULTS = (("target", 60), ("source", 30), ("transaction coordinator", 30))
+# coordinator of the copy tasks), the source broker leading most of the flow's partitions for a
+# minute, then the copy tasks' transaction coordinator.
+FAULTS = (("target", 60), ("source", 60), ("transaction coordinator", 30))
 COPY_TASKS = 2
 
 
