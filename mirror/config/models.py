@@ -248,6 +248,9 @@ class MetricsConfig(_Model):
     enabled: bool = True
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 9464
+    # False: the per-partition source series (records, bytes, record age, lag, truncated records)
+    # keep one series per topic, for flows of thousands of partitions.
+    per_partition: bool = True
 
 
 FLOW_KEY = re.compile(r"^\s*([^\s>]+?)\s*->\s*([^\s>]+)\s*$")

@@ -14,9 +14,16 @@ _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
 
 
 class SourceMetrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
-        partition_labels = ("flow", "topic", "partition")
-        self._lag_series: dict[str, set[tuple[str, str]]] = {}
+    """With `per_partition` False the per-partition series keep one series per topic instead (no
+    `partition` label): counters summed, lag summed, record age the oldest of the topic's
+    partitions. At 10,000 partitions that is the difference between a page of tens of thousands of
+    series and one of a few thousand."""
+
+    def __init__(self, registry: CollectorRegistry, *, per_partition: bool = True) -> None:
+        self._per_partition = per_partition
+        partition_labels = ("flow", "topic", "partition") if per_partition else ("flow", "topic")
+        self._lag_series: dict[str, set[tuple[str, ...]]] = {}
+        self._ages: dict[tuple[str, str], dict[str, float]] = {}  # per topic: age per partition
         self.records = Counter(
             "mirror_source_records", "Records copied to the target", partition_labels, registry=registry
         )
@@ -76,15 +83,19 @@ class SourceMetrics:
         """One copy task's stats message (mirror.source.stats.TaskStats.message)."""
         flow = message["flow"]
         for key, (records, size) in message["records"].items():
-            topic, _, partition = key.rpartition(":")
-            self.records.labels(flow, topic, partition).inc(records)
-            self.bytes.labels(flow, topic, partition).inc(size)
+            labels = self._labels(flow, key)
+            self.records.labels(*labels).inc(records)
+            self.bytes.labels(*labels).inc(size)
         for key, age in message["ages"].items():
-            topic, _, partition = key.rpartition(":")
-            self.record_age.labels(flow, topic, partition).set(age)
+            if self._per_partition:
+                self.record_age.labels(*self._labels(flow, key)).set(age)
+            else:
+                topic, _, partition = key.rpartition(":")
+                ages = self._ages.setdefault((flow, topic), {})
+                ages[partition] = age
+                self.record_age.labels(flow, topic).set(max(ages.values()))
         for key, records in message["truncated"].items():
-            topic, _, partition = key.rpartition(":")
-            self.truncated.labels(flow, topic, partition).inc(records)
+            self.truncated.labels(*self._labels(flow, key)).inc(records)
         self.fenced.labels(flow).inc(message["fenced"])
         self.transactions.labels(flow, "aborted").inc(message["aborted"])
         self.transactions.labels(flow, "committed").inc(message["transactions"])
@@ -92,11 +103,19 @@ class SourceMetrics:
             self.replication_latency.labels(flow).observe(latency)
 
     def record_lag(self, flow: str, lag: Mapping[tuple[str, int], int] | None) -> None:
-        """The flow's lag per partition; None (unknown) removes its series rather than leave the
-        last numbers standing, and a partition no longer selected loses its own."""
-        now = {(topic, str(partition)): records for (topic, partition), records in (lag or {}).items()}
-        for topic, partition in self._lag_series.get(flow, set()) - now.keys():
-            self.lag.remove(flow, topic, partition)
-        for (topic, partition), records in now.items():
-            self.lag.labels(flow, topic, partition).set(records)
+        """The flow's lag per partition (or per topic); None (unknown) removes its series rather
+        than leave the last numbers standing, and a partition no longer selected loses its own."""
+        now: dict[tuple[str, ...], int] = {}
+        for (topic, partition), records in (lag or {}).items():
+            key = (topic, str(partition)) if self._per_partition else (topic,)
+            now[key] = now.get(key, 0) + records
+        for labels in self._lag_series.get(flow, set()) - now.keys():
+            self.lag.remove(flow, *labels)
+        for labels, records in now.items():
+            self.lag.labels(flow, *labels).set(records)
         self._lag_series[flow] = set(now)
+
+    def _labels(self, flow: str, key: str) -> tuple[str, ...]:
+        """A stats message's "topic:partition" key as this registry's labels."""
+        topic, _, partition = key.rpartition(":")
+        return (flow, topic, partition) if self._per_partition else (flow, topic)

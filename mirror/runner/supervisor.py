@@ -81,7 +81,7 @@ class Supervisor:
         self._spark: SparkSession | None = None
         self._state_dir = Path(config.spark.checkpoint_dir)
         self.registry = CollectorRegistry()
-        self._metrics = SourceMetrics(self.registry)
+        self._metrics = SourceMetrics(self.registry, per_partition=config.metrics.per_partition)
         self._checkpoint_metrics = CheckpointMetrics(self.registry)
         self._heartbeat_metrics = HeartbeatMetrics(self.registry)
         self._run_metrics = RunMetrics(self.registry)

@@ -1,0 +1,55 @@
+"""The source metrics per partition (the default) and per topic (`metrics: {per_partition: false}`,
+for flows of thousands of partitions): the same totals, with or without the partition label."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from mirror.metrics import SourceMetrics
+
+
+def _stats(records: dict[str, tuple[int, int]], ages: dict[str, float]) -> dict[str, Any]:
+    return {
+        "flow": "A->B",
+        "records": records,
+        "truncated": {},
+        "ages": ages,
+        "latencies": [],
+        "transactions": 1,
+        "aborted": 0,
+        "fenced": 0,
+    }
+
+
+def _samples(metrics: SourceMetrics, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    return {
+        tuple(sorted(sample.labels.items())): sample.value
+        for family in getattr(metrics, name).collect()
+        for sample in family.samples
+        if not sample.name.endswith("_created")
+    }
+
+
+@pytest.mark.parametrize("per_partition", [True, False], ids=["per-partition", "per-topic"])
+def test_records_age_and_lag_add_up_the_same_with_or_without_the_partition_label(per_partition: bool) -> None:
+    metrics = SourceMetrics(CollectorRegistry(), per_partition=per_partition)
+    metrics.record_task_stats(_stats({"orders:0": (10, 100), "orders:1": (5, 50)}, {"orders:0": 2.0}))
+    metrics.record_task_stats(_stats({"orders:1": (1, 10)}, {"orders:1": 7.0}))
+    metrics.record_lag("A->B", {("orders", 0): 3, ("orders", 1): 4})
+
+    records, ages, lag = (_samples(metrics, name) for name in ("records", "record_age", "lag"))
+    flow, topic = ("flow", "A->B"), ("topic", "orders")
+    if per_partition:
+        assert records == {(flow, ("partition", "0"), topic): 10, (flow, ("partition", "1"), topic): 6}
+        assert ages == {(flow, ("partition", "0"), topic): 2.0, (flow, ("partition", "1"), topic): 7.0}
+        assert lag == {(flow, ("partition", "0"), topic): 3, (flow, ("partition", "1"), topic): 4}
+    else:
+        assert records == {(flow, topic): 16}
+        assert ages == {(flow, topic): 7.0}, "a topic's age is its oldest partition's"
+        assert lag == {(flow, topic): 7}
+
+    metrics.record_lag("A->B", None)
+    assert _samples(metrics, "lag") == {}
