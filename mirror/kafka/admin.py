@@ -197,10 +197,10 @@ def create_batches(
     """(name, partitions, config) topics in order, in batches of at most `limit` metadata records
     (a topic larger than that on its own goes alone)."""
     batches: list[list[tuple[str, int, dict[str, str]]]] = []
-    records = limit
+    records = 0
     for topic in topics:
         size = 1 + topic[1] + len(topic[2])
-        if records + size > limit:
+        if not batches or records + size > limit:
             batches.append([])
             records = 0
         batches[-1].append(topic)
