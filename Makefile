@@ -34,9 +34,16 @@ demo: setup
 	$(BIN)/mirror local seed --topic orders --records 10000
 	$(BIN)/mirror run mm2.local.yaml
 
-## test: the whole suite, integration tests included (they start their own brokers)
+# `make test` spreads the modules over this many processes, a whole module each at a time (its
+# module fixtures start once), each process with its own session clusters; 0 runs them in this one.
+TEST_WORKERS ?= 2
+
+## test: the whole suite, integration tests included (they start their own brokers); the solo modules run last, alone
 test: setup
-	$(BIN)/python -m pytest
+	@status=0; \
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not solo" || status=$$?; \
+	$(BIN)/python -m pytest -m solo || status=$$?; \
+	exit $$status
 
 ## test-unit: pure-Python tests only, seconds
 test-unit: $(BIN)/mirror schemas

@@ -91,6 +91,12 @@ def replicated_clusters(
 
 @contextmanager
 def existing_clusters(aliases: tuple[str, ...], root: Path) -> Iterator[list[KafkaCluster]]:
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+        # Every worker would run the same flows (A->B, same transactional ids) on the same pair.
+        raise RuntimeError(
+            "MIRROR_TEST_SOURCE_BOOTSTRAP/MIRROR_TEST_TARGET_BOOTSTRAP name one pair of clusters, which "
+            "test workers cannot share: run `make test TEST_WORKERS=0`"
+        )
     bootstraps = [os.environ["MIRROR_TEST_SOURCE_BOOTSTRAP"], os.environ["MIRROR_TEST_TARGET_BOOTSTRAP"]]
     libs = kafka_libs() if os.environ.get("MIRROR_TEST_JAVA_TOOLS", "1") == "1" else None
     yield [KafkaCluster(alias, bootstrap, libs) for alias, bootstrap in zip(aliases, bootstraps, strict=True)]

@@ -49,6 +49,9 @@ def write_config(
             f"{source.alias}->{target.alias}": {
                 "topics": topics,
                 "refresh_topics_interval_seconds": 2,
+                # Groups a test creates after the start get their first checkpoint within seconds,
+                # not after the 10 s default.
+                "refresh_groups_interval_seconds": 2,
                 **flow,
             }
         },

@@ -16,7 +16,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from mirror.config import load_config
 from tests.helpers import assert_eventually, create_topic, run_mirror
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.solo]
 
 
 def free_base_port(nodes: int = 1) -> int:

@@ -30,7 +30,7 @@ from tests.mirror_process import (
 from tests.reliability.conftest import Record
 from tests.reliability.traffic import Traffic, compare_topics
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.reliability]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.reliability, pytest.mark.solo]
 
 TOPICS, PARTITIONS = 20, 10  # 200 partitions, RF 3
 RATE = 500  # records/s on the source throughout
