@@ -22,12 +22,28 @@ def read_topic(
     bootstrap_servers: str, topic: str, timeout: float = 120.0, *, security: Mapping[str, str] | None = None
 ) -> dict[int, list[Record]]:
     """Every committed record of `topic`, per partition, in offset order."""
+    return read_topics(bootstrap_servers, [topic], timeout, security=security)[topic]
+
+
+def read_topics(
+    bootstrap_servers: str,
+    topics: list[str],
+    timeout: float = 120.0,
+    *,
+    security: Mapping[str, str] | None = None,
+) -> dict[str, dict[int, list[Record]]]:
+    """Every committed record of each of `topics`, per partition, in offset order: one consumer
+    for them all (thousands of partitions are read in one go)."""
     client = {"bootstrap.servers": bootstrap_servers, **(security or {})}
     end_reader = Consumer({**client, "group.id": "verify", "isolation.level": "read_uncommitted"})
-    metadata = end_reader.list_topics(topic, timeout=30)
-    partitions = sorted(metadata.topics[topic].partitions)
-    ranges = {p: end_reader.get_watermark_offsets(TopicPartition(topic, p), timeout=30) for p in partitions}
-    ends = {p: high for p, (_, high) in ranges.items()}
+    metadata = end_reader.list_topics(timeout=30)
+    # A topic that does not exist reads as no partitions, as before it is created.
+    partitions = [
+        (topic, p)
+        for topic in topics
+        for p in sorted(metadata.topics[topic].partitions if topic in metadata.topics else ())
+    ]
+    ranges = {tp: _watermarks(end_reader, *tp) for tp in partitions}
     end_reader.close()
     reader = Consumer(
         {
@@ -38,19 +54,21 @@ def read_topic(
             "enable.partition.eof": True,
         }
     )
-    reader.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-    records: dict[int, list[Record]] = {p: [] for p in partitions}
+    reader.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for topic, p in partitions])
+    records: dict[str, dict[int, list[Record]]] = {topic: {} for topic in topics}
+    for topic, p in partitions:
+        records[topic][p] = []
     # A partition whose records were all deleted (retention, deleteRecords) has nothing to read.
-    pending = {p for p in partitions if ends[p] > ranges[p][0]}
+    pending = {tp for tp in partitions if ranges[tp][1] > ranges[tp][0]}
     deadline = time.monotonic() + timeout
     try:
         while pending:
             assert time.monotonic() < deadline, (
-                f"could not read {topic} to its end; behind: {sorted(pending)}"
+                f"could not read {topics} to their ends; behind: {sorted(pending)}"
             )
             for message in reader.consume(1000, timeout=0.5):
                 if message.error() is None:
-                    records[message.partition()].append(
+                    records[message.topic()][message.partition()].append(
                         Record(
                             message.key(),
                             message.value(),
@@ -58,12 +76,24 @@ def read_topic(
                             message.timestamp()[1],
                         )
                     )
-            for tp in reader.position([TopicPartition(topic, p) for p in pending]):
-                if tp.offset >= ends[tp.partition]:
-                    pending.discard(tp.partition)
+            for tp in reader.position([TopicPartition(*tp) for tp in pending]):
+                if tp.offset >= ranges[(tp.topic, tp.partition)][1]:
+                    pending.discard((tp.topic, tp.partition))
     finally:
         reader.close()
     return records
+
+
+def _watermarks(reader: Consumer, topic: str, partition: int) -> tuple[int, int]:
+    """(low, high), asked again while librdkafka answers -1 (a leader it does not know yet, as
+    for partitions created a moment ago)."""
+    deadline = time.monotonic() + 30
+    while True:
+        low, high = reader.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+        if low >= 0 and high >= 0:
+            return int(low), int(high)
+        assert time.monotonic() < deadline, f"no watermarks for {topic}-{partition}: {low}, {high}"
+        time.sleep(0.2)
 
 
 def assert_same_records(source: dict[int, list[Record]], target: dict[int, list[Record]]) -> None:

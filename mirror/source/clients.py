@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from confluent_kafka import Consumer, Producer
 
 from mirror.config.flow_settings import FlowSettings
 from mirror.source import copy_clients
+from mirror.source.split_reader import SplitReader
 
 
 def _copier_group(settings: FlowSettings) -> str:
     return f"mirror-{settings.source}-{settings.target}-copier"
 
 
-def source_reader(settings: FlowSettings, partitions: int) -> Consumer:
-    """One consumer for every partition the task owns; assign()ed, never subscribed."""
-    return copy_clients.source_reader(settings.source_consumer, _copier_group(settings), partitions)
+def source_reader(settings: FlowSettings, partitions: Sequence[tuple[str, int]]) -> SplitReader:
+    """The consumers of every partition the task owns (one per thousand); assign()ed, never subscribed.
+    Their prefetch is sized for the task's whole share, so it stays bounded however it is split."""
+    return SplitReader(
+        partitions,
+        lambda: copy_clients.source_reader(
+            settings.source_consumer, _copier_group(settings), len(partitions)
+        ),
+    )
 
 
 def positions_reader(settings: FlowSettings) -> Consumer:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from mirror.errors import RecordTooLargeError
 from mirror.kafka.transactions import call, classify
@@ -42,6 +42,16 @@ class CopySink(Protocol):
     def on_delivery(self, error: KafkaError | None, message: Message) -> None: ...
 
     def where(self) -> str: ...
+
+
+class SourceReads(Protocol):
+    """What the copy loop reads from: a Consumer, or a task's SplitReader of several."""
+
+    def consume(self, num_messages: int, timeout: float) -> list[Message]: ...
+
+    def poll(self, timeout: float) -> Message | None: ...
+
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]: ...
 
 
 class ConsumeError(Exception):
@@ -120,7 +130,7 @@ def copy_messages(
     return errors, total
 
 
-def next_messages(source: Consumer, most: int, wait_seconds: float) -> list[Message]:
+def next_messages(source: SourceReads, most: int, wait_seconds: float) -> list[Message]:
     """Up to `most` messages: what is there now, else the first to arrive within `wait_seconds`.
 
     consume(n, timeout) waits until it has n messages or the timeout passed; at a low rate that
@@ -136,7 +146,7 @@ def next_messages(source: Consumer, most: int, wait_seconds: float) -> list[Mess
     return [first, *source.consume(most - 1, 0)]
 
 
-def consumer_positions(source: Consumer, sinks: Sequence[CopySink]) -> list[int]:
+def consumer_positions(source: SourceReads, sinks: Sequence[CopySink]) -> list[int]:
     """The consumer's position per sink's partition, in order; -1 where it has none yet.
 
     Past the last record returned, it also moves over aborted records and transaction markers,

@@ -102,7 +102,7 @@ class _CopyTask:
         self.sinks = {(part.topic, part.partition): part for part in self.parts}
         self.summary = TaskSummary(spec.index, spec.generation, len(self.parts))
         self.stats = StatsSender(spec.stats_address, settings.name, spec.index, spec.deadline)
-        self.source: Consumer = source_reader(settings, len(self.parts))
+        self.source = source_reader(settings, [(part.topic, part.partition) for part in self.parts])
         self.positions: Consumer = positions_reader(settings)
         self.mark_reader: Consumer = flow_mark_reader(settings)
         self.producer: Producer | None = None
@@ -292,10 +292,11 @@ class _CopyTask:
             if error.out_of_range:
                 if part.upstream:
                     part.position = part.upstream[-1] + 1
+                reader = self.source.reader_of(part.topic, part.partition)
                 part.position = skip_lost_records(
-                    self.settings, part, self.source, self._source_admin(), self._report
+                    self.settings, part, reader, self._source_admin(), self._report
                 )
-                seek_to_position(self.source, part)
+                seek_to_position(reader, part)
             elif error.retriable:
                 # librdkafka keeps fetching the partition (a leader moving, a topic being deleted
                 # that the next topic refresh drops from the assignment); the others copy on.

@@ -6,8 +6,9 @@
 - Class data sharing: the first run on a machine has the JVM archive the classes it loaded when it
   exits (`-XX:ArchiveClassesAtExit`); later runs map that archive instead of loading and verifying
   the same ~10,000 classes (7.7 s -> ~4 s). The archive is keyed by the JVM and pyspark it was
-  made with; an unusable one is ignored by the JVM (`-Xshare:auto`), never fatal. One run at a
-  time writes it (runs started side by side, such as test workers, would write one file at once).
+  made with; an unusable one is ignored by the JVM (`-Xshare:auto`), never fatal. Each run that
+  finds none writes a part file of its own (runs side by side, such as test workers, would
+  otherwise write one file at once), and a later run renames a finished part into place.
 - A SPARK_HOME without `python/lib/pyspark.zip` (local masters): Spark puts that zip first on
   every Python process's path, and the zip holds no bytecode, so each planner and worker process
   compiled pyspark anew (~1 s each on 2 cores). Without it they import the installed package.
@@ -15,7 +16,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import shutil
@@ -27,34 +27,38 @@ import pyspark
 from mirror.local.jars import cache_root
 
 _QUIET_CDS = "-Xlog:cds=off -Xlog:cds+dynamic=off"
-# A claim to write the archive older than this was a run that never wrote it (killed, say).
-_STALE_CLAIM_SECONDS = 600.0
+# A JVM writes its archive in a second or two as it exits: a part file untouched this long is whole.
+_PART_SETTLED_SECONDS = 15.0
 
 
 def driver_java_options(extra: str = "") -> str:
     options = ["-XX:TieredStopAtLevel=1"]
     archive = _archive()
     if archive is not None:
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        _settle(archive)
         if archive.exists():
             options += [f"-XX:SharedArchiveFile={archive}", "-Xshare:auto"]
-        elif _claim_writing(archive):
-            options.append(f"-XX:ArchiveClassesAtExit={archive}")
+        else:
+            options.append(f"-XX:ArchiveClassesAtExit={archive}.{os.getpid()}.part")
         options.append(_QUIET_CDS)
     return " ".join([*options, extra]).strip()
 
 
-def _claim_writing(archive: Path) -> bool:
-    """True for the one run that writes `archive`; the others start without an archive meanwhile."""
-    archive.parent.mkdir(parents=True, exist_ok=True)
-    claim = archive.with_name(f"{archive.name}.writing")
-    with contextlib.suppress(FileNotFoundError):
-        if time.time() - claim.stat().st_mtime > _STALE_CLAIM_SECONDS:
-            claim.unlink()
-    try:
-        os.close(os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-    except FileExistsError:
-        return False
-    return True
+def _settle(archive: Path) -> None:
+    """Rename a finished part into place as `archive` (atomic), and remove finished parts once
+    there is one; parts still being written are left to their JVMs."""
+    now = time.time()
+    for part in sorted(archive.parent.glob(f"{archive.name}.*.part")):
+        try:
+            if now - part.stat().st_mtime < _PART_SETTLED_SECONDS:
+                continue
+            if archive.exists():
+                part.unlink()
+            else:
+                part.rename(archive)
+        except OSError:
+            continue  # another run settled it first
 
 
 def _archive() -> Path | None:

@@ -24,24 +24,28 @@ def test_explicit_local_settings_and_cluster_masters_are_kept() -> None:
     assert local_master("yarn") == "yarn"
 
 
-def test_one_run_at_a_time_writes_the_class_archive_and_later_runs_map_it(
+def _written_part(options: str) -> Path:
+    return Path(options.split("-XX:ArchiveClassesAtExit=")[1].split(maxsplit=1)[0])
+
+
+def test_runs_without_a_class_archive_each_write_their_own_and_a_later_run_maps_a_finished_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(jvm, "cache_root", lambda: tmp_path)
-    first, second = jvm.driver_java_options(), jvm.driver_java_options()
-    assert "-XX:ArchiveClassesAtExit=" in first
-    assert "ArchiveClassesAtExit" not in second and "SharedArchiveFile" not in second
-    archive = Path(first.split("-XX:ArchiveClassesAtExit=")[1].split()[0])
-    archive.write_bytes(b"classes")  # what the first run's JVM leaves when it exits
-    assert f"-XX:SharedArchiveFile={archive}" in jvm.driver_java_options()
+    first = _written_part(jvm.driver_java_options())
+    first.write_bytes(b"classes")  # what the run's JVM leaves as it exits
+    monkeypatch.setattr(jvm.os, "getpid", lambda: 4242)  # a run started beside the first
+    second = _written_part(jvm.driver_java_options())
+    assert second != first and second.name.endswith(".4242.part")
+    settled = time.time() - 60
+    os.utime(first, (settled, settled))
+    options = jvm.driver_java_options()
+    archive = first.with_name(first.name.rsplit(".", 2)[0])
+    assert f"-XX:SharedArchiveFile={archive}" in options and "ArchiveClassesAtExit" not in options
+    assert archive.read_bytes() == b"classes" and not first.exists()
 
 
-def test_a_claim_to_write_the_archive_left_by_a_killed_run_expires(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_part_still_being_written_is_not_mapped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(jvm, "cache_root", lambda: tmp_path)
-    assert "ArchiveClassesAtExit" in jvm.driver_java_options()
-    (claim,) = tmp_path.glob("jvm/*.writing")
-    old = time.time() - 3600
-    os.utime(claim, (old, old))
-    assert "ArchiveClassesAtExit" in jvm.driver_java_options()
+    _written_part(jvm.driver_java_options()).write_bytes(b"half")
+    assert "SharedArchiveFile" not in jvm.driver_java_options()

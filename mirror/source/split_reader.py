@@ -1,0 +1,105 @@
+"""A copy task's source reads, split over one consumer per PARTITIONS_PER_CONSUMER partitions.
+
+librdkafka has no incremental fetch sessions (KIP-227): every fetch request names every partition
+the consumer reads from that broker. The broker parks each request in its fetch purgatory, on a
+watch list per partition, and drops the completed ones from idle partitions' lists only at its
+periodic purge (about every 1,000 requests). With 5,000 partitions per consumer (10,000 in two
+tasks) those lists held ~2 million entries, ~600 MB of a 1 GiB source broker's heap, until it ran
+out of memory. Requests of at most 1,000 partitions keep that a fifth as large, whatever the
+task's share; up to that many partitions a task keeps a single consumer, and nothing changes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from confluent_kafka import Consumer, Message, TopicPartition
+
+PARTITIONS_PER_CONSUMER = 1000
+# While every consumer is idle, how long one of them is waited on before the next is looked at:
+# the most a record arriving at another one waits.
+_WAIT_SLICE_SECONDS = 0.01
+
+
+class SplitReader:
+    """The task's partitions in sorted runs of at most PARTITIONS_PER_CONSUMER, one consumer each;
+    reads as one consumer does (assign, consume, poll, position), fairly across them."""
+
+    def __init__(
+        self,
+        partitions: Sequence[tuple[str, int]],
+        new_consumer: Callable[[], Consumer],
+        *,
+        per_consumer: int = PARTITIONS_PER_CONSUMER,
+    ) -> None:
+        ordered = sorted(partitions)
+        runs = [ordered[i : i + per_consumer] for i in range(0, len(ordered), per_consumer)] or [[]]
+        self.consumers: list[Consumer] = [new_consumer() for _ in runs]
+        self._owner = {partition: index for index, run in enumerate(runs) for partition in run}
+        self._next = 0  # the consumer read first next time, so none is starved
+
+    def reader_of(self, topic: str, partition: int) -> Consumer:
+        """The consumer reading `topic`-`partition` (single-partition reads: seek, watermarks)."""
+        return self.consumers[self._owner.get((topic, partition), 0)]
+
+    def assign(self, partitions: Sequence[TopicPartition]) -> None:
+        for consumer, own in zip(self.consumers, self._split(partitions), strict=True):
+            consumer.assign(own)
+
+    def position(self, partitions: Sequence[TopicPartition]) -> list[TopicPartition]:
+        """Positions in the order asked."""
+        if len(self.consumers) == 1:
+            positions: list[TopicPartition] = self.consumers[0].position(list(partitions))
+            return positions
+        found: dict[tuple[str, int], TopicPartition] = {}
+        for consumer, own in zip(self.consumers, self._split(partitions), strict=True):
+            if own:
+                found.update(((tp.topic, tp.partition), tp) for tp in consumer.position(own))
+        return [found[(tp.topic, tp.partition)] for tp in partitions]
+
+    def consume(self, num_messages: int, timeout: float) -> list[Message]:
+        """Up to `num_messages` of what the consumers hold now, each asked in turn; only a single
+        consumer is waited on (`timeout`), as poll() waits on several."""
+        messages: list[Message]
+        if len(self.consumers) == 1:
+            messages = self.consumers[0].consume(num_messages, timeout)
+            return messages
+        messages = []
+        for consumer in self._in_turn():
+            if len(messages) >= num_messages:
+                break
+            messages.extend(consumer.consume(num_messages - len(messages), 0))
+        return messages
+
+    def poll(self, timeout: float) -> Message | None:
+        """The first message any consumer has within `timeout`."""
+        if len(self.consumers) == 1:
+            return self.consumers[0].poll(timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            for consumer in self._in_turn():
+                message = consumer.poll(0)
+                if message is not None:
+                    return message
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            message = self.consumers[self._next].poll(min(remaining, _WAIT_SLICE_SECONDS))
+            if message is not None:
+                return message
+
+    def close(self) -> None:
+        for consumer in self.consumers:
+            consumer.close()
+
+    def _in_turn(self) -> list[Consumer]:
+        start = self._next
+        self._next = (start + 1) % len(self.consumers)
+        return self.consumers[start:] + self.consumers[:start]
+
+    def _split(self, partitions: Sequence[TopicPartition]) -> list[list[TopicPartition]]:
+        split: list[list[TopicPartition]] = [[] for _ in self.consumers]
+        for tp in partitions:
+            split[self._owner.get((tp.topic, tp.partition), 0)].append(tp)
+        return split

@@ -1,0 +1,86 @@
+"""Thousands of partitions in one flow, copied exactly: topic creation in batches, one copy task
+reading them through several source consumers (mirror.source.split_reader)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from mirror.source.split_reader import PARTITIONS_PER_CONSUMER
+from tests.kafka_backends import KafkaCluster
+from tests.mirror_process import MirrorRun, wait_until_caught_up, write_config
+from tests.records import assert_same_records, read_topics
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+TOPICS, PARTITIONS, PER_PARTITION = 210, 10, 5  # 2,100 partitions, 10,500 records
+
+
+def _create(cluster: KafkaCluster, topics: list[str]) -> None:
+    admin = AdminClient(cluster.properties())
+    futures = admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in topics], operation_timeout=120)
+    for future in futures.values():
+        future.result(timeout=120)
+
+
+def _delete(cluster: KafkaCluster, topics: list[str]) -> None:
+    """The session's brokers serve the other modules too: 4,200 idle partitions would cost them."""
+    admin = AdminClient(cluster.properties())
+    for future in admin.delete_topics(topics, operation_timeout=120).values():
+        future.result(timeout=120)
+
+
+def test_two_thousand_partitions_in_one_task_are_copied_exactly_with_keys_headers_and_timestamps(
+    source_cluster: KafkaCluster, target_cluster: KafkaCluster, tmp_path: Path
+) -> None:
+    assert TOPICS * PARTITIONS > 2 * PARTITIONS_PER_CONSUMER  # one task, three source consumers
+    prefix = f"wide-{uuid.uuid4().hex[:6]}-"
+    topics = [f"{prefix}{n:03d}" for n in range(TOPICS)]
+    remote = [f"{source_cluster.alias}.{t}" for t in topics]
+    _create(source_cluster, topics)
+    try:
+        producer = Producer(source_cluster.properties(**{"enable.idempotence": "true", "linger.ms": "20"}))
+        # Timestamps of their own, recent enough that retention (7 days) deletes none meanwhile.
+        stamp = int(time.time() * 1000) - 60_000
+        for n in range(PER_PARTITION):
+            for topic in topics:
+                for p in range(PARTITIONS):
+                    producer.produce(
+                        topic,
+                        value=b"%s-%d-%d" % (topic.encode(), p, n),
+                        key=None if n == 0 else b"k%d" % n,
+                        partition=p,
+                        headers=[("n", b"%d" % n), ("n", None)],
+                        timestamp=stamp + n,
+                    )
+                producer.poll(0)
+        assert producer.flush(60) == 0
+        config = write_config(tmp_path, source_cluster, target_cluster, [f"{prefix}.*"], tasks_max=1)
+        run = MirrorRun(config, tmp_path / "run.log")
+        try:
+            wait_until_caught_up(source_cluster, target_cluster, topics, run, timeout=300)
+            assert run.stop() == 0, run.output()[-3000:]
+        finally:
+            run.cleanup()
+        source, target = (
+            read_topics(source_cluster.bootstrap_servers, topics),
+            read_topics(target_cluster.bootstrap_servers, remote),
+        )
+        for topic, remote_topic in zip(topics, remote, strict=True):
+            assert_same_records(source[topic], target[remote_topic])
+        assert sum(len(r) for t in source.values() for r in t.values()) == TOPICS * PARTITIONS * PER_PARTITION
+    finally:
+        _delete(source_cluster, topics)
+        _delete(
+            target_cluster,
+            [
+                t
+                for t in remote
+                if t in AdminClient(target_cluster.properties()).list_topics(timeout=30).topics
+            ],
+        )
