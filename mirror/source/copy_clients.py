@@ -12,6 +12,7 @@ from confluent_kafka import Consumer, Producer
 
 from mirror.kafka.clients import consumer, producer
 from mirror.kafka.transactions import init_transactions
+from mirror.source.split_reader import PARTITIONS_PER_CONSUMER
 
 TRANSACTION_TIMEOUT_MS = "60000"
 
@@ -24,8 +25,11 @@ def source_reader(properties: dict[str, str], group_id: str, partitions: int) ->
             # (64 MB a partition) would let a thousand partitions buffer gigabytes in catch-up.
             "queued.max.messages.kbytes": str(max(1024, 262_144 // max(1, partitions))),
             # A fetch parked at the broker returns when records arrive, but not always when a
-            # source transaction's commit makes them readable: bound that wait.
-            "fetch.wait.max.ms": "100",
+            # source transaction's commit makes them readable: bound that wait. A task of more
+            # partitions than one consumer reads waits as long as Java consumers do (500 ms): its
+            # consumers' idle fetches, each naming up to 1,000 partitions, are the source
+            # broker's main load at that scale.
+            "fetch.wait.max.ms": "100" if partitions <= PARTITIONS_PER_CONSUMER else "500",
             **properties,
             "group.id": group_id,
             "enable.auto.commit": "false",
