@@ -43,7 +43,7 @@ def read_topics(
         for topic in topics
         for p in sorted(metadata.topics[topic].partitions if topic in metadata.topics else ())
     ]
-    ranges = {tp: _watermarks(end_reader, *tp) for tp in partitions}
+    ranges = {tp: end_reader.get_watermark_offsets(TopicPartition(*tp), timeout=30) for tp in partitions}
     end_reader.close()
     reader = Consumer(
         {
@@ -82,18 +82,6 @@ def read_topics(
     finally:
         reader.close()
     return records
-
-
-def _watermarks(reader: Consumer, topic: str, partition: int) -> tuple[int, int]:
-    """(low, high), asked again while librdkafka answers -1 (a leader it does not know yet, as
-    for partitions created a moment ago)."""
-    deadline = time.monotonic() + 30
-    while True:
-        low, high = reader.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
-        if low >= 0 and high >= 0:
-            return int(low), int(high)
-        assert time.monotonic() < deadline, f"no watermarks for {topic}-{partition}: {low}, {high}"
-        time.sleep(0.2)
 
 
 def assert_same_records(source: dict[int, list[Record]], target: dict[int, list[Record]]) -> None:
