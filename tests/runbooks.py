@@ -28,6 +28,13 @@ from tests.kafka_backends import KafkaCluster
 from tests.reliability.traffic import process_tree
 
 _REBALANCED = {KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS}
+# A group coordinator that moved or is loading after its broker came back: the next commit succeeds.
+_COORDINATOR_MOVING = {
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.NOT_COORDINATOR,
+    KafkaError._TIMED_OUT,
+}
 _STEP = re.compile(r"^```sh\n(?P<code>.*?)^```$|<!-- runbook: (?P<hook>[^>]*?) -->", re.MULTILINE | re.DOTALL)
 VENV_BIN = Path(sys.executable).parent
 
@@ -248,8 +255,11 @@ class GroupReader:
                         consumer.commit(asynchronous=False)
                     except KafkaException as exc:
                         # The group rebalanced under it (a member that died with its cluster timed
-                        # out): as any application, it goes on and reads again what was not committed.
-                        if exc.args[0].code() not in _REBALANCED:
+                        # out), or its coordinator is still loading after the cluster came back: as
+                        # any application, it goes on, commits with the next batch, and reads again
+                        # what a rebalance left uncommitted.
+                        error = exc.args[0]
+                        if error.code() not in _REBALANCED | _COORDINATOR_MOVING and not error.retriable():
                             raise
                         continue
                     self.committed_reads = len(self.log)

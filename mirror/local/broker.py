@@ -22,6 +22,9 @@ from mirror.local.ports import HOST, port_in_use
 from mirror.local.tls import TlsFiles
 
 _MARKER = "-Dmirror.local.cluster="
+# How much of a broker's server.log is read for the error it exited with, and how much of it is shown.
+_LOG_TAIL_BYTES = 256 * 1024
+_ERROR_CHARS = 240
 
 # What one broker needs for transactions and consumer groups to work with a single replica.
 SINGLE_NODE_SETTINGS: Mapping[str, str] = {
@@ -58,6 +61,12 @@ REPLICATED_SETTINGS: Mapping[str, str] = {
     "num.io.threads": "4",
     "num.replica.fetchers": "1",
     "background.threads": "4",
+    # ... and a node may get no CPU for seconds. With KRaft's defaults (2 s fetch timeout, 60 s to
+    # register) a node restarted in such a stall called elections while it replayed the metadata
+    # log, then gave up registering and exited (a CI run of the broker-loss drill).
+    "controller.quorum.fetch.timeout.ms": "6000",
+    "controller.quorum.election.timeout.ms": "2000",
+    "initial.broker.registration.timeout.ms": "300000",
 }
 
 
@@ -261,7 +270,13 @@ class LocalBroker:
         self.format_storage()
         with (self.spec.log_dir / "stdout.log").open("ab") as out:
             self._process = subprocess.Popen(
-                [*self._jvm_args(), "kafka.Kafka", str(self.spec.properties_file)],
+                [
+                    *self._jvm_args(),
+                    # As kafka-server-start.sh does: a pause in server.log can be told from a GC pause.
+                    f"-Xlog:gc:file={self.spec.log_dir / 'gc.log'}:time,uptime:filecount=2,filesize=5M",
+                    "kafka.Kafka",
+                    str(self.spec.properties_file),
+                ],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -274,10 +289,10 @@ class LocalBroker:
         properties = self.spec.client_properties()
         while True:
             if self._process is not None and self._process.poll() is not None:
+                server_log = self.spec.log_dir / "server.log"
                 raise LocalClusterError(
                     f"cluster {self.spec.alias}: broker {self.spec.node_id} exited with code "
-                    f"{self._process.returncode} while "
-                    f"starting; see {self.spec.log_dir / 'server.log'}"
+                    f"{self._process.returncode} while starting ({_last_error(server_log)}); see {server_log}"
                 )
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -361,6 +376,21 @@ def new_cluster_id() -> str:
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
         if not cluster_id.startswith("-"):
             return cluster_id
+
+
+def _last_error(server_log: Path) -> str:
+    """The broker's last ERROR or FATAL line, without its timestamp: why it exited, in one line."""
+    try:
+        with server_log.open("rb") as log:
+            log.seek(max(0, log.seek(0, os.SEEK_END) - _LOG_TAIL_BYTES))
+            tail = log.read().decode("utf-8", "replace")
+    except OSError:
+        return "no server.log"
+    errors = [line for line in tail.splitlines() if " ERROR " in line or " FATAL " in line]
+    if not errors:
+        return "no error logged"
+    message = errors[-1].split("] ", 1)[-1].strip()
+    return message if len(message) <= _ERROR_CHARS else message[: _ERROR_CHARS - 3] + "..."
 
 
 def _last_line(text: str) -> str:

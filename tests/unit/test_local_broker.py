@@ -65,3 +65,21 @@ def test_up_with_another_broker_count_than_the_clusters_have_names_the_fix(tmp_p
     )
     with pytest.raises(LocalClusterError, match=r"has 3 broker\(s\), not 1; run `mirror local down --purge`"):
         LocalEnvironment(tmp_path).up(("A",), brokers=1)
+
+
+def test_a_broker_that_exits_while_starting_is_reported_with_the_last_error_it_logged(tmp_path: Path) -> None:
+    server_log = tmp_path / "server.log"
+    server_log.write_text(
+        "[2026-11-26 15:56:57,100] INFO [RaftManager id=2] Completed transition to FollowerState\n"
+        "[2026-11-26 15:56:57,178] ERROR [BrokerLifecycleManager id=2] Shutting down because we were "
+        "unable to register with the controller quorum. (org.apache.kafka.server.BrokerLifecycleManager)\n"
+        "\tat some.java.Frame(Frame.java:1)\n"
+        "[2026-11-26 15:56:57,196] INFO [broker-2-heartbeat-channel-manager]: Shutdown completed\n",
+        encoding="utf-8",
+    )
+
+    assert broker._last_error(server_log) == (
+        "ERROR [BrokerLifecycleManager id=2] Shutting down because we were unable to register with the "
+        "controller quorum. (org.apache.kafka.server.BrokerLifecycleManager)"
+    )
+    assert broker._last_error(tmp_path / "absent.log") == "no server.log"
