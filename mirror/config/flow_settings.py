@@ -43,6 +43,7 @@ class FlowSettings:
     tasks_max: int = 1
     commit_interval_ms: int = 100
     epoch_seconds: float = 600.0
+    throttle_bytes_per_second: float | None = None  # the whole flow's; its tasks share it
     replication_factor: int | None = None
     internal_replication_factor: int | None = None
     config_properties_exclude: list[str] = field(default_factory=list)
@@ -198,6 +199,7 @@ def flow_settings(
         tasks_max=flow.tasks_max or default_tasks_max(),
         commit_interval_ms=flow.commit_interval_ms,
         epoch_seconds=config.spark.epoch_seconds,
+        throttle_bytes_per_second=flow.throttle_bytes_per_second,
         replication_factor=flow.replication_factor,
         internal_replication_factor=flow.internal_topics_replication_factor,
         config_properties_exclude=list(flow.config_properties_exclude),

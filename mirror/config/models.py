@@ -196,6 +196,8 @@ class FlowConfig(_Model):
     tasks_max: Annotated[int, Field(ge=1, le=1024)] | None = None
     # A copy task commits a transaction this often (and sooner when one grows large).
     commit_interval_ms: Annotated[int, Field(ge=1, le=60_000)] = 100
+    # The most key and value bytes per second the flow copies, shared equally by its copy tasks.
+    throttle_bytes_per_second: float | None = None
     # Replaced by commit_interval_ms; still accepted so older configs load, with a warning.
     max_records_per_batch: Annotated[int, Field(ge=1)] | None = None
     on_source_truncation: Literal["continue", "fail"] = "continue"
@@ -205,6 +207,22 @@ class FlowConfig(_Model):
     @classmethod
     def _regexes_compile(cls, patterns: RegexList) -> RegexList:
         return _check_regexes(patterns)
+
+    @field_validator("throttle_bytes_per_second", mode="before")
+    @classmethod
+    def _positive_rate(cls, rate: object) -> float | None:
+        if rate is None:
+            return None
+        try:
+            value = float(rate) if isinstance(rate, int | float | str) and not isinstance(rate, bool) else 0.0
+        except ValueError:
+            value = 0.0
+        if not 0 < value < float("inf"):
+            raise ValueError(
+                f"must be a positive number of bytes per second, not {rate!r}; "
+                "e.g. 10485760 for 10 MiB/s, or remove it for no throttle"
+            )
+        return value
 
     @model_validator(mode="after")
     def _checkpoints_have_offset_syncs(self) -> FlowConfig:

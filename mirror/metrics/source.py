@@ -78,6 +78,18 @@ class SourceMetrics:
             registry=registry,
         )
         self.errors = Counter("mirror_errors", "Errors by kind", ("flow", "kind"), registry=registry)
+        self.throttle = Gauge(
+            "mirror_source_throttle_bytes_per_second",
+            "The flow's throttle_bytes_per_second, shared by its copy tasks (no series: not throttled)",
+            ("flow",),
+            registry=registry,
+        )
+        self.throttle_wait = Counter(
+            "mirror_source_throttle_wait_seconds",
+            "Time the flow's copy tasks spent waiting on its throttle, summed over the tasks",
+            ("flow",),
+            registry=registry,
+        )
 
     def record_task_stats(self, message: dict[str, Any]) -> None:
         """One copy task's stats message (mirror.source.stats.TaskStats.message)."""
@@ -97,10 +109,17 @@ class SourceMetrics:
         for key, records in message["truncated"].items():
             self.truncated.labels(*self._labels(flow, key)).inc(records)
         self.fenced.labels(flow).inc(message["fenced"])
+        if message["throttled"]:
+            self.throttle_wait.labels(flow).inc(message["throttled"])
         self.transactions.labels(flow, "aborted").inc(message["aborted"])
         self.transactions.labels(flow, "committed").inc(message["transactions"])
         for latency in message["latencies"]:
             self.replication_latency.labels(flow).observe(latency)
+
+    def record_throttle(self, flow: str, bytes_per_second: float | None) -> None:
+        if bytes_per_second is not None:
+            self.throttle.labels(flow).set(bytes_per_second)
+            self.throttle_wait.labels(flow)  # 0 from the start, not from the first wait
 
     def record_lag(self, flow: str, lag: Mapping[tuple[str, int], int] | None) -> None:
         """The flow's lag per partition (or per topic); None (unknown) removes its series rather

@@ -155,6 +155,7 @@ class Supervisor:
         for flow in self._flows:
             if self._stop.is_set():
                 return
+            self._metrics.record_throttle(flow.settings.name, flow.settings.throttle_bytes_per_second)
             flow.components = self._components(flow)
             self._start_component(flow.components[0])
             self._schedule(scheduler, flow)

@@ -97,6 +97,8 @@ class CopyEpochReader(DataSourceStreamReader):
             return []
         deadline = time.time() + self._settings.epoch_seconds
         assignment = published.assignment
+        running = sum(1 for owned in assignment.tasks if owned)
+        throttle = self._settings.throttle_bytes_per_second
         return [
             CopyTaskPartition(
                 CopyTaskSpec(
@@ -106,6 +108,8 @@ class CopyEpochReader(DataSourceStreamReader):
                     deadline=deadline,
                     stats_address=self._stats_address,
                     stop_file=str(self._stop_file),
+                    # Shared equally: a task whose partitions carry less leaves part of its share unused.
+                    throttle_bytes_per_second=throttle / running if throttle is not None else None,
                 )
             )
             for index, owned in enumerate(assignment.tasks)

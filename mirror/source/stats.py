@@ -36,6 +36,7 @@ class TaskStats:
     transactions: int = 0
     aborted: int = 0
     fenced: int = 0
+    throttled: float = 0.0  # seconds spent waiting on the flow's throttle
     events: list[tuple[str, str]] = field(default_factory=list)
     # When the task started copying and when it ended (time.time()), for the epoch gap.
     epoch: float = 0.0
@@ -58,6 +59,7 @@ class TaskStats:
             "transactions": self.transactions,
             "aborted": self.aborted,
             "fenced": self.fenced,
+            "throttled": self.throttled,
             "events": self.events,
             "epoch": self.epoch,
             "opened": self.opened,
@@ -71,6 +73,7 @@ class TaskStats:
             or self.events
             or self.aborted
             or self.fenced
+            or self.throttled
             or self.opened
             or self.closed
         )

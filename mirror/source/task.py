@@ -41,6 +41,7 @@ from mirror.source.record_copy import ConsumeError, consumer_positions, copy_mes
 from mirror.source.start import read_positions, seek_to_position, skip_lost_records
 from mirror.source.stats import StatsSender
 from mirror.source.task_spec import CopyTaskSpec, TaskSummary
+from mirror.source.throttle import Throttle
 from mirror.source.transaction import RemoteRecreatedError, Writers, commit_moved, needs_commit
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,8 @@ class _CopyTask:
             if settings.emit_offset_syncs and settings.offset_syncs_location == "source"
             else None
         )
+        rate = spec.throttle_bytes_per_second
+        self.throttle = Throttle(rate) if rate is not None else None
         self.in_transaction = False
         self._began = time.monotonic()  # when the open transaction began
         self._told: set[str] = set()  # what _first_time has seen: waits reported, aborts logged
@@ -218,7 +221,7 @@ class _CopyTask:
         interval = settings.commit_interval_ms / 1000
         opened_at: float | None = None  # when the open transaction took its first record
         records = size = 0
-        next_check = time.monotonic()
+        next_check = held_until = time.monotonic()
         while True:
             now = time.monotonic()
             if now >= next_check:
@@ -233,8 +236,19 @@ class _CopyTask:
                     if needs_commit(parts):
                         self._commit()  # the last records' syncs: the next task will not know them
                     return "window" if state == "current" else state
+            if now < held_until:
+                # Throttled: what was copied is committed now rather than held back while the
+                # task waits, and the flow mark is still read every CHECK_SECONDS.
+                if opened_at is not None:
+                    self._commit()
+                    opened_at, records, size = None, 0, 0
+                pause = max(0.0, min(held_until, next_check) - time.monotonic())
+                time.sleep(pause)
+                self.stats.current.throttled += pause
+                continue
             wait = next_check if opened_at is None else min(next_check, opened_at + interval)
-            messages = next_messages(self.source, CONSUME_BATCH, max(0.0, wait - time.monotonic()))
+            most = CONSUME_BATCH if self.throttle is None else self.throttle.batch(CONSUME_BATCH)
+            messages = next_messages(self.source, most, max(0.0, wait - time.monotonic()))
             if messages:
                 if opened_at is None:
                     opened_at = self._began = time.monotonic()
@@ -243,6 +257,8 @@ class _CopyTask:
                 self._handle(errors)
                 records += len(messages)
                 size += copied_bytes
+                if self.throttle is not None:
+                    held_until = self.throttle.charge(copied_bytes, len(messages))
             if opened_at is not None and (
                 time.monotonic() - opened_at >= interval
                 or records >= MAX_TRANSACTION_RECORDS

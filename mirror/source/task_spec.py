@@ -17,6 +17,8 @@ class CopyTaskSpec:
     # The driver's stop file: a second stop signal where the executor shares the driver's disk
     # (local mode), for when the flow mark cannot be written.
     stop_file: str | None = None
+    # This task's share of the flow's throttle_bytes_per_second; None: not throttled.
+    throttle_bytes_per_second: float | None = None
 
 
 @dataclass

@@ -11,7 +11,9 @@ from prometheus_client import CollectorRegistry
 from mirror.metrics import SourceMetrics
 
 
-def _stats(records: dict[str, tuple[int, int]], ages: dict[str, float]) -> dict[str, Any]:
+def _stats(
+    records: dict[str, tuple[int, int]], ages: dict[str, float], throttled: float = 0.0
+) -> dict[str, Any]:
     return {
         "flow": "A->B",
         "records": records,
@@ -21,6 +23,7 @@ def _stats(records: dict[str, tuple[int, int]], ages: dict[str, float]) -> dict[
         "transactions": 1,
         "aborted": 0,
         "fenced": 0,
+        "throttled": throttled,
     }
 
 
@@ -53,3 +56,17 @@ def test_records_age_and_lag_add_up_the_same_with_or_without_the_partition_label
 
     metrics.record_lag("A->B", None)
     assert _samples(metrics, "lag") == {}
+
+
+def test_a_throttled_flow_shows_its_rate_and_the_seconds_its_tasks_waited_from_the_start() -> None:
+    metrics = SourceMetrics(CollectorRegistry())
+    metrics.record_throttle("A->B", 1_048_576.0)
+    metrics.record_throttle("B->A", None)
+
+    assert _samples(metrics, "throttle") == {(("flow", "A->B"),): 1_048_576.0}
+    assert _samples(metrics, "throttle_wait") == {(("flow", "A->B"),): 0.0}, "0 before the first wait"
+
+    metrics.record_task_stats(_stats({"orders:0": (10, 100)}, {}, throttled=0.75))
+    metrics.record_task_stats(_stats({"orders:0": (10, 100)}, {}, throttled=0.5))
+
+    assert _samples(metrics, "throttle_wait") == {(("flow", "A->B"),): 1.25}
