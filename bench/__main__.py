@@ -190,13 +190,20 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="small workloads, about 12 minutes")
     parser.add_argument("--only", nargs="+", choices=NAMES, default=NAMES, help="contenders to run")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where results are written")
+    parser.add_argument(
+        "--brokers",
+        type=int,
+        choices=(1, 3),
+        default=1,
+        help="brokers per cluster: 3 runs every workload on replicated clusters (RF 3, min ISR 2)",
+    )
     args = parser.parse_args()
     mode = workloads.QUICK if args.quick else workloads.FULL
 
     work = Path(tempfile.mkdtemp(prefix="mirror-bench-"))
     started = datetime.now(UTC)
-    _say(f"{mode.name} mode; brokers, logs and contender configs under {work}")
-    brokers, clusters = start_clusters(work)
+    _say(f"{mode.name} mode, {args.brokers} broker(s) per cluster; brokers, logs and configs under {work}")
+    brokers, clusters = start_clusters(work, args.brokers)
     rows = []
     try:
         for workload in (*mode.catch_up, mode.many.catch_up):
@@ -220,6 +227,7 @@ def main() -> int:
         "started": started.isoformat(timespec="seconds"),
         "seconds": round((datetime.now(UTC) - started).total_seconds()),
         "kafka_version": KAFKA_VERSION,
+        "brokers": args.brokers,
         "mirror_commit": _commit(),
         "machine": {
             "cpus": os.cpu_count(),
@@ -244,7 +252,10 @@ def main() -> int:
         "checkpoint_seconds": mode.checkpoint_seconds,
         "contenders": rows,
     }
-    paths = report.write(results, args.out, started.strftime("%Y%m%dT%H%M%SZ") + f"-{mode.name}")
+    name = started.strftime("%Y%m%dT%H%M%SZ") + f"-{mode.name}"
+    if args.brokers > 1:
+        name += f"-{args.brokers}brokers"
+    paths = report.write(results, args.out, name)
     sys.stdout.write(report.markdown(results))
     _say("wrote " + ", ".join(str(p) for p in paths))
     return 0

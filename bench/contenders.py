@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -23,6 +23,8 @@ import yaml
 
 from bench import processes
 from mirror.local.broker import BrokerSpec, LocalBroker
+from mirror.local.cluster import LocalCluster, NodePorts, cluster_specs
+from mirror.local.cluster import start_clusters as start_replicated
 from mirror.local.environment import start_brokers
 from mirror.local.jars import kafka_libs
 from mirror.local.ports import free_port
@@ -36,10 +38,17 @@ class Clusters:
     source: str
     target: str
     libs: Path
+    replicas: int = 1  # replication factor of every topic: 1, or 3 on 3-broker clusters
 
 
-def start_clusters(work: Path) -> tuple[list[LocalBroker], Clusters]:
-    """Two fresh single-broker clusters under `work`, on free loopback ports.
+# A 3-broker cluster's nodes hold the 1,000-partition sets three times over: more heap than the
+# fault tests' clusters.
+REPLICATED_BENCH_HEAP = "768m"
+
+
+def start_clusters(work: Path, brokers: int = 1) -> tuple[list[LocalBroker | LocalCluster], Clusters]:
+    """Two fresh clusters of `brokers` brokers each under `work`, on free loopback ports; with 3,
+    replicated as operators run them (RF 3, min ISR 2: mirror.local.broker.REPLICATED_SETTINGS).
 
     Their data lives in memory (/dev/shm) where the machine has it, their logs under `work`. On
     this machine's disk, the kernel's writeback of thousands of partition files 30 s after they
@@ -49,6 +58,8 @@ def start_clusters(work: Path) -> tuple[list[LocalBroker], Clusters]:
     """
     libs = kafka_libs()
     data = _memory_dir()
+    if brokers > 1:
+        return _start_replicated(work, brokers, libs, data)
     specs = [
         BrokerSpec(
             alias,
@@ -59,8 +70,26 @@ def start_clusters(work: Path) -> tuple[list[LocalBroker], Clusters]:
         )
         for alias in ("source", "target")
     ]
-    brokers = start_brokers(specs, libs=libs)
-    return brokers, Clusters(brokers[0].bootstrap_servers, brokers[1].bootstrap_servers, libs)
+    source, target = start_brokers(specs, libs=libs)
+    return [source, target], Clusters(source.bootstrap_servers, target.bootstrap_servers, libs)
+
+
+def _start_replicated(
+    work: Path, brokers: int, libs: Path, data: Path | None
+) -> tuple[list[LocalBroker | LocalCluster], Clusters]:
+    clusters = []
+    for alias in ("source", "target"):
+        nodes = [NodePorts(node, free_port(), free_port()) for node in range(1, brokers + 1)]
+        specs = cluster_specs(alias, work / alias, nodes)
+        if data is not None:
+            specs = [
+                replace(spec, overrides={"log.dirs": str(data / alias / f"node-{spec.node_id}")})
+                for spec in specs
+            ]
+        clusters.append(LocalCluster(specs, libs, heap=REPLICATED_BENCH_HEAP))
+    start_replicated(clusters)
+    source, target = clusters
+    return [source, target], Clusters(source.bootstrap_servers, target.bootstrap_servers, libs, brokers)
 
 
 def _memory_dir() -> Path | None:
@@ -142,13 +171,16 @@ class Contender:
             "sync.group.offsets.enabled = true",
             f"sync.group.offsets.interval.seconds = {checkpoint_seconds}",
             "sync.topic.acls.enabled = false",
-            # A single-broker cluster: every internal topic has one replica.
-            "replication.factor = 1",
+            # Every topic, remote and internal, with as many replicas as the clusters have brokers.
+            f"replication.factor = {clusters.replicas}",
             *(
-                f"{topic}.replication.factor = 1"
+                f"{topic}.replication.factor = {clusters.replicas}"
                 for topic in ("offset-syncs.topic", "checkpoints.topic", "heartbeats.topic")
             ),
-            *(f"{store}.storage.replication.factor = 1" for store in ("offset", "config", "status")),
+            *(
+                f"{store}.storage.replication.factor = {clusters.replicas}"
+                for store in ("offset", "config", "status")
+            ),
         ]
         if self.exactly_once:
             # What the Kafka docs require for exactly-once MirrorMaker 2 in dedicated mode (KIP-618).

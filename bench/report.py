@@ -25,7 +25,8 @@ def _number(value: float | None, digits: int = 0) -> str:
 def markdown(results: dict[str, Any]) -> str:
     rows = {row["name"]: row for row in results["contenders"]}
     lines = [
-        f"Mode **{results['mode']}**, {results['machine']['cpus']} CPUs, Kafka {results['kafka_version']}, "
+        f"Mode **{results['mode']}**, {results.get('brokers', 1)} broker(s) per cluster, "
+        f"{results['machine']['cpus']} CPUs, Kafka {results['kafka_version']}, "
         f"mirror {results['mirror_commit']}, {results['started']}.",
         "",
         *_catch_up_table(results, rows),

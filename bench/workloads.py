@@ -159,7 +159,9 @@ def create_topics(bootstrap: str, topics: TopicSet) -> None:
     """Every topic of the set in one CreateTopics request."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.create_topics(
-        [NewTopic(name, topics.partitions, 1) for name in topics.names], operation_timeout=60
+        # The brokers' default replication factor: 1 on single-broker clusters, 3 on replicated ones.
+        [NewTopic(name, topics.partitions) for name in topics.names],
+        operation_timeout=60,
     )
     for future in futures.values():
         future.result(timeout=60)
