@@ -105,7 +105,7 @@ def _memory_dir() -> Path | None:
 @dataclass(frozen=True)
 class Contender:
     name: str
-    family: Literal["mirror", "mm2"]
+    family: Literal["mirror", "mm2", "floor"]
     exactly_once: bool
 
     @property
@@ -114,8 +114,15 @@ class Contender:
 
     @property
     def label(self) -> str:
+        if self.family == "floor":
+            return "floor: bare consume -> transactional produce (bench/floor.py)"
         product = "mirror" if self.family == "mirror" else "MirrorMaker 2"
         return f"{product} {'exactly-once' if self.exactly_once else 'at-least-once'}"
+
+    @property
+    def checkpoints(self) -> bool:
+        """Whether it translates group offsets: the floor copies records and nothing else."""
+        return self.family != "floor"
 
     def remote_topic(self, topic: str) -> str:
         return f"{self.alias}.{topic}"
@@ -127,6 +134,9 @@ class Contender:
         run_dir.mkdir(parents=True, exist_ok=True)
         if self.family == "mm2":
             return self._start_mm2(clusters, topics, run_dir, checkpoint_seconds)
+        if self.family == "floor":
+            floor = [sys.executable, "-m", "bench.floor", clusters.source, clusters.target, self.alias]
+            return processes.start([*floor, *topics], run_dir / "run.log")
         return self._start_mirror(clusters, topics, run_dir, checkpoint_seconds)
 
     def _start_mirror(
@@ -214,4 +224,5 @@ CONTENDERS = (
     Contender("mm2-eos", "mm2", exactly_once=True),
     Contender("mirror-alo", "mirror", exactly_once=False),
     Contender("mirror-eos", "mirror", exactly_once=True),
+    Contender("floor-eos", "floor", exactly_once=True),
 )

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import subprocess
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
@@ -107,6 +109,27 @@ class Running:
         self.tree.stop()
 
 
+def last_error(run_dir: Path) -> str:
+    """The last ERROR line a contender logged (MM2's log, or mirror's output), for a failed row."""
+    for name in ("mm2.log", "run.log"):
+        log = run_dir / name
+        if log.exists():
+            lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+            errors = [line for line in lines if "ERROR" in line]
+            if errors:
+                return errors[-1][:300]
+    return "none"
+
+
+def metrics_page(run_dir: Path) -> dict[str, float]:
+    """Size and fetch time of a `mirror run`'s /metrics page (its port is in run_dir/mm2.yaml)."""
+    port = yaml.safe_load((run_dir / "mm2.yaml").read_text(encoding="utf-8"))["metrics"]["port"]
+    started = time.monotonic()
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=60) as response:
+        size = len(response.read())
+    return {"bytes": size, "seconds": round(time.monotonic() - started, 3)}
+
+
 def launch(
     contender: Contender, clusters: Clusters, topics: list[str], run_dir: Path, *, checkpoint_seconds: int
 ) -> Running:
@@ -116,7 +139,15 @@ def launch(
     return Running(process, processes.ProcessTree(process.pid).start(), run_dir, started)
 
 
-def catch_up(running: Running, contender: Contender, clusters: Clusters, workload: CatchUp) -> dict[str, Any]:
+def catch_up(
+    running: Running,
+    contender: Contender,
+    clusters: Clusters,
+    workload: CatchUp,
+    *,
+    timeout: float = CATCH_UP_TIMEOUT_SECONDS,
+    poll_seconds: float = POLL_SECONDS,
+) -> dict[str, Any]:
     """Time a contender just launched on a loaded source until the target holds every record.
 
     The target's read_committed end offsets of every remote partition are polled every 100 ms
@@ -140,8 +171,8 @@ def catch_up(running: Running, contender: Contender, clusters: Clusters, workloa
     while True:
         running.check_alive()
         now = time.monotonic()
-        if now - started > CATCH_UP_TIMEOUT_SECONDS:
-            raise ContenderFailedError(f"not caught up after {CATCH_UP_TIMEOUT_SECONDS:g} s")
+        if now - started > timeout:
+            raise ContenderFailedError(f"not caught up after {timeout:g} s")
         reading = target.read()
         if reading is not None:
             if reading != ends:
@@ -157,11 +188,11 @@ def catch_up(running: Running, contender: Contender, clusters: Clusters, workloa
                 verified = ends
                 if verdict.complete:
                     break
-        time.sleep(POLL_SECONDS)
+        time.sleep(poll_seconds)
     done = seen
     if first is None:  # cannot happen: the ends cover the workload, so some poll saw a record
         raise ContenderFailedError("caught up without a record ever seen on the target")
-    copy_seconds = max(done - first, POLL_SECONDS)
+    copy_seconds = max(done - first, poll_seconds)
     cpu = tree.cpu_at(done)
     cpu_copy = cpu - tree.cpu_at(first)
     rate = workload.records / copy_seconds

@@ -7,7 +7,13 @@ from pathlib import Path
 from typing import Any
 
 # Which MirrorMaker 2 row a contender is compared with.
-_PEER = {"mirror-eos": "mm2-eos", "mirror-alo": "mm2-alo", "mm2-eos": "mm2-eos", "mm2-alo": "mm2-alo"}
+_PEER = {
+    "mirror-eos": "mm2-eos",
+    "mirror-alo": "mm2-alo",
+    "mm2-eos": "mm2-eos",
+    "mm2-alo": "mm2-alo",
+    "floor-eos": "mm2-eos",
+}
 # The steady loads: where a contender's result is, and where the load is described.
 _STEADY_LOADS = (("latency", "steady"), ("latency_many", "steady_many"))
 

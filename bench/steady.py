@@ -248,7 +248,7 @@ def steady_and_translation(
 ) -> dict[str, Any]:
     """The 8-partition steady load's latency, then how far back a caught-up group lands on the target."""
     result: dict[str, Any] = {"latency": latency(running, contender, clusters, steady, setup)}
-    if running is not None and contender is not None and setup.group is not None:
+    if running is not None and contender is not None and contender.checkpoints and setup.group is not None:
         topic = setup.topics.names[0]
         result["translation"] = translation.measure(
             clusters,

@@ -24,6 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 PARTITIONS = 8
 SEED = 20261122
+CREATE_RECORDS = 5_000
 _POOL = 1024  # distinct random tails; the 8-byte counter keeps each value unique
 
 
@@ -119,6 +120,9 @@ class Mode:
     many: ManyPartitions
     # Checkpoint, group-sync and group-refresh interval of every contender.
     checkpoint_seconds: int
+    # How long a catch-up may take, and how often the target's end offsets are asked for it.
+    catch_up_timeout: float = 1200.0
+    poll_seconds: float = 0.1
 
 
 _MANY_CATCH_UP = CatchUp("1000p-100b", 100_000, 100, TopicSet("many", topics=100, partitions=10))
@@ -128,6 +132,24 @@ FULL = Mode(
     Steady(rate=5000, seconds=60),
     ManyPartitions(_MANY_CATCH_UP, Steady(rate=2000, seconds=60, wait_seconds=90)),
     checkpoint_seconds=5,
+)
+# 10,000 partitions in one flow (1,000 topics x 10): catch-up, then 5,000 records/s for two minutes
+# over a second set of 10,000. Single-broker clusters: a 3-broker RF 3 cluster of 10,000 partitions
+# idles at ~1.9 cores, this whole machine.
+HUGE = Mode(
+    "huge",
+    (),
+    Steady(rate=5000, seconds=120, wait_seconds=120),
+    ManyPartitions(
+        CatchUp("10000p-100b", 100_000, 100, TopicSet("huge", topics=1000, partitions=10)),
+        Steady(rate=5000, seconds=120, wait_seconds=120),
+    ),
+    checkpoint_seconds=5,
+    # MM2 sends all its remote topics in one CreateTopics request, which the controller refuses at
+    # this size, and tries again every refresh.topics.interval.seconds (600 s): it copies nothing.
+    catch_up_timeout=420.0,
+    # Listing 20,000 partitions ten times a second would load the target more than the copy does.
+    poll_seconds=0.5,
 )
 QUICK = Mode(
     "quick",
@@ -156,15 +178,18 @@ def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> No
 
 
 def create_topics(bootstrap: str, topics: TopicSet) -> None:
-    """Every topic of the set in one CreateTopics request."""
+    """Every topic of the set, in CreateTopics requests the KRaft controller accepts (it refuses
+    one of more than about 10,000 records, a topic and each of its partitions counting one)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics(
-        # The brokers' default replication factor: 1 on single-broker clusters, 3 on replicated ones.
-        [NewTopic(name, topics.partitions) for name in topics.names],
-        operation_timeout=60,
-    )
-    for future in futures.values():
-        future.result(timeout=60)
+    per_request = max(1, CREATE_RECORDS // (topics.partitions + 1))
+    for first in range(0, len(topics.names), per_request):
+        futures = admin.create_topics(
+            # The brokers' default replication factor: 1 on single brokers, 3 on replicated clusters.
+            [NewTopic(name, topics.partitions) for name in topics.names[first : first + per_request]],
+            operation_timeout=120,
+        )
+        for future in futures.values():
+            future.result(timeout=120)
 
 
 def seed(bootstrap: str, workload: CatchUp) -> None:
