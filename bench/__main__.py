@@ -215,7 +215,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     if args.huge and args.brokers > 1:
-        parser.error("--huge runs on single brokers: two 3-broker clusters of 10,000 partitions need ~4 cores idle")
+        parser.error("--huge runs on single brokers: 3 brokers of 10,000 partitions idle at ~2 cores")
     mode = workloads.HUGE if args.huge else workloads.QUICK if args.quick else workloads.FULL
     # No ceiling at 10,000 partitions: the perf tools take one topic each.
     names = args.only or [name for name in NAMES if not (args.huge and name == "ceiling")]
