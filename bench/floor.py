@@ -4,7 +4,8 @@
 one of the regexes to `ALIAS.<topic>` on the target, same partition, key, value, headers and
 timestamp, in one process: one read_committed consumer (a consumer group, as MM2's tasks and most
 applications use), one transactional producer, a transaction committed every 100 ms with the
-consumer's positions in it (send_offsets_to_transaction). No Spark, no offset syncs, no
+consumer's positions in it (send_offsets_to_transaction, as offsets of a group on the target under
+the remote topics' names: the target has no partition of the source's names). No Spark, no offset syncs, no
 checkpoints, no metrics: whatever `mirror` costs beyond this on the same partitions is ours, and
 what this costs is librdkafka's and the brokers'. Library defaults everywhere else.
 """
@@ -17,7 +18,7 @@ import sys
 import time
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 COMMIT_SECONDS = 0.1  # mirror's default commit_interval_ms
@@ -32,7 +33,8 @@ def _topics(source: str, patterns: list[str]) -> dict[str, int]:
 
 
 def _create_remote(target: str, alias: str, topics: dict[str, int]) -> None:
-    futures = AdminClient({"bootstrap.servers": target}).create_topics(
+    admin = AdminClient({"bootstrap.servers": target})  # kept alive until every future is done
+    futures = admin.create_topics(
         [NewTopic(f"{alias}.{name}", partitions) for name, partitions in topics.items()], operation_timeout=60
     )
     for future in futures.values():
@@ -60,9 +62,13 @@ def _produce(producer: Producer, alias: str, message: Message) -> None:
             producer.poll(0.05)  # the local queue is full: serve delivery reports, then again
 
 
-def _commit(producer: Producer, consumer: Consumer) -> None:
-    positions = [tp for tp in consumer.position(consumer.assignment()) if tp.offset >= 0]
-    producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata())
+def _commit(producer: Producer, consumer: Consumer, positions_group: Consumer, alias: str) -> None:
+    positions = [
+        TopicPartition(f"{alias}.{tp.topic}", tp.partition, tp.offset)
+        for tp in consumer.position(consumer.assignment())
+        if tp.offset >= 0
+    ]
+    producer.send_offsets_to_transaction(positions, positions_group.consumer_group_metadata())
     producer.commit_transaction()
     producer.begin_transaction()
 
@@ -88,6 +94,7 @@ def main(argv: list[str]) -> int:
         }
     )
     producer = Producer({"bootstrap.servers": target, "transactional.id": f"bench-floor-{alias}"})
+    positions_group = Consumer({"bootstrap.servers": target, "group.id": f"bench-floor-{alias}"})
     producer.init_transactions()
     producer.begin_transaction()
     consumer.subscribe(sorted(topics))
@@ -101,12 +108,13 @@ def main(argv: list[str]) -> int:
             _produce(producer, alias, message)
             copied = True
         if copied and time.monotonic() - committed_at >= COMMIT_SECONDS:
-            _commit(producer, consumer)
+            _commit(producer, consumer, positions_group, alias)
             copied, committed_at = False, time.monotonic()
     if copied:
-        _commit(producer, consumer)
+        _commit(producer, consumer, positions_group, alias)
     producer.abort_transaction()  # the empty one begun after the last commit
     consumer.close()
+    positions_group.close()
     return 0
 
 

@@ -14,6 +14,8 @@ _PEER = {
     "mm2-alo": "mm2-alo",
     "floor-eos": "mm2-eos",
 }
+# Rows with no group translation to measure: the perf tools, and the floor (it copies records only).
+_NO_TRANSLATION = {"ceiling", "floor-eos"}
 # The steady loads: where a contender's result is, and where the load is described.
 _STEADY_LOADS = (("latency", "steady"), ("latency_many", "steady_many"))
 
@@ -103,8 +105,8 @@ def _steady_rows(rows: dict[str, dict[str, Any]], key: str, load: dict[str, Any]
             continue
         peer = rows.get(_PEER.get(name, ""), {}).get(key) or {}
         translation = row.get("translation") or {}
-        if name == "ceiling" or key != "latency":
-            re_read = "-"  # measured on the 8-partition steady topic of the contenders only
+        if name in _NO_TRANSLATION or key != "latency":
+            re_read = "-"  # measured on the 8-partition steady topic of the replicators only
         elif translation.get("synced"):
             re_read = _number(translation.get("records_re_read"))
         else:
