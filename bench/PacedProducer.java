@@ -26,6 +26,17 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 public class PacedProducer {
     public static void main(String[] args) throws Exception {
+        try {
+            run(args);
+        } catch (Exception e) {
+            // Kafka's exceptions carry no stack trace, and the source launcher then fails trimming
+            // it ("IllegalArgumentException: 0 > -7"), hiding the error: say it here.
+            System.err.println("PacedProducer: " + e);
+            System.exit(1);
+        }
+    }
+
+    private static void run(String[] args) throws Exception {
         String bootstrap = args[0];
         int rate = Integer.parseInt(args[1]);
         int seconds = Integer.parseInt(args[2]);
@@ -44,8 +55,20 @@ public class PacedProducer {
         config.put("key.serializer", ByteArraySerializer.class.getName());
         config.put("value.serializer", ByteArraySerializer.class.getName());
         try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(config)) {
+            // Every topic's leaders known before "ready"; thousands of partitions created a moment ago
+            // may take longer than one max.block.ms to all have one.
+            long deadline = System.nanoTime() + 300_000_000_000L;
             for (String topic : topics) {
-                producer.partitionsFor(topic);
+                while (true) {
+                    try {
+                        producer.partitionsFor(topic);
+                        break;
+                    } catch (org.apache.kafka.common.errors.TimeoutException e) {
+                        if (System.nanoTime() > deadline) {
+                            throw e;
+                        }
+                    }
+                }
             }
             System.out.println("ready");
             System.out.flush();

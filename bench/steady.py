@@ -29,6 +29,8 @@ WARM_UP = b"warm-up"
 # only paces the fetches of an idle reader. Few partitions: 10 ms, as short as possible. Many: 100 ms,
 # so an idle reader costs the target broker ten 1,000-partition fetches a second rather than a hundred.
 FETCH_WAIT_MS = 10
+# The paced producer waits up to 300 s for leaders of every partition (10,000 just created in --huge).
+READY_TIMEOUT_SECONDS = 330.0
 FETCH_WAIT_MS_MANY_PARTITIONS = 100
 
 
@@ -55,7 +57,7 @@ class PacedProducer:
              str(steady.rate), str(steady.seconds), str(topics.partitions), *topics.names],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True,
         )  # fmt: skip
-        self._expect("ready", START_TIMEOUT_SECONDS)
+        self._expect("ready", READY_TIMEOUT_SECONDS)
 
     def run(self, steady: Steady) -> None:
         """Produce the steady load; returns once every record is acknowledged."""
