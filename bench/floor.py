@@ -18,8 +18,10 @@ import sys
 import time
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from mirror.kafka.admin import create_topics
 
 COMMIT_SECONDS = 0.1  # mirror's default commit_interval_ms
 BATCH = 10_000
@@ -33,16 +35,8 @@ def _topics(source: str, patterns: list[str]) -> dict[str, int]:
 
 
 def _create_remote(target: str, alias: str, topics: dict[str, int]) -> None:
-    admin = AdminClient({"bootstrap.servers": target})  # kept alive until every future is done
-    futures = admin.create_topics(
-        [NewTopic(f"{alias}.{name}", partitions) for name, partitions in topics.items()], operation_timeout=60
-    )
-    for future in futures.values():
-        try:
-            future.result(timeout=60)
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise
+    remote: list[tuple[str, int, dict[str, str]]] = [(f"{alias}.{n}", p, {}) for n, p in topics.items()]
+    create_topics(AdminClient({"bootstrap.servers": target}), remote, replication_factor=None)
 
 
 def _produce(producer: Producer, alias: str, message: Message) -> None:

@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+
+from mirror.kafka.admin import create_topics as create_mirror_topics
 
 PARTITIONS = 8
 SEED = 20261122
-CREATE_RECORDS = 5_000
 _POOL = 1024  # distinct random tails; the 8-byte counter keeps each value unique
 
 
@@ -178,18 +179,12 @@ def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> No
 
 
 def create_topics(bootstrap: str, topics: TopicSet) -> None:
-    """Every topic of the set, in CreateTopics requests the KRaft controller accepts (it refuses
-    one of more than about 10,000 records, a topic and each of its partitions counting one)."""
+    """Every topic of the set, in requests the KRaft controller accepts (mirror's own batching), with
+    the brokers' default replication factor: 1 on single brokers, 3 on replicated clusters."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    per_request = max(1, CREATE_RECORDS // (topics.partitions + 1))
-    for first in range(0, len(topics.names), per_request):
-        futures = admin.create_topics(
-            # The brokers' default replication factor: 1 on single brokers, 3 on replicated clusters.
-            [NewTopic(name, topics.partitions) for name in topics.names[first : first + per_request]],
-            operation_timeout=120,
-        )
-        for future in futures.values():
-            future.result(timeout=120)
+    create_mirror_topics(
+        admin, [(name, topics.partitions, {}) for name in topics.names], replication_factor=None
+    )
 
 
 def seed(bootstrap: str, workload: CatchUp) -> None:

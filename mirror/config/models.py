@@ -214,8 +214,8 @@ class FlowConfig(_Model):
         if rate is None:
             return None
         try:
-            value = float(rate) if isinstance(rate, int | float | str) and not isinstance(rate, bool) else 0.0
-        except ValueError:
+            value = 0.0 if isinstance(rate, bool) else float(rate)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
             value = 0.0
         if not 0 < value < float("inf"):
             raise ValueError(
