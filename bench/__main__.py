@@ -213,17 +213,30 @@ def main() -> int:
         default=1,
         help="brokers per cluster: 3 runs every workload on replicated clusters (RF 3, min ISR 2)",
     )
+    parser.add_argument(
+        "--wan",
+        type=int,
+        default=0,
+        metavar="RTT_MS",
+        help="the contenders reach the source through Toxiproxy with this round-trip time (a WAN link)",
+    )
     args = parser.parse_args()
     if args.huge and args.brokers > 1:
         parser.error("--huge runs on single brokers: 3 brokers of 10,000 partitions idle at ~2 cores")
+    if args.wan and (args.brokers > 1 or args.huge):
+        parser.error("--wan proxies single-broker clusters in the quick or full mode")
+    if args.wan < 0 or args.wan % 2:
+        parser.error(f"--wan takes an even round-trip time in ms (half of it each way), not {args.wan}")
     mode = workloads.HUGE if args.huge else workloads.QUICK if args.quick else workloads.FULL
-    # No ceiling at 10,000 partitions: the perf tools take one topic each.
-    names = args.only or [name for name in NAMES if not (args.huge and name == "ceiling")]
+    # No ceiling at 10,000 partitions (the perf tools take one topic each), nor over a WAN link (it
+    # measures the brokers, not the link).
+    names = args.only or [name for name in NAMES if not ((args.huge or args.wan) and name == "ceiling")]
 
     work = Path(tempfile.mkdtemp(prefix="mirror-bench-"))
     started = datetime.now(UTC)
-    _say(f"{mode.name} mode, {args.brokers} broker(s) per cluster; brokers, logs and configs under {work}")
-    brokers, clusters = start_clusters(work, args.brokers)
+    link = f", the source {args.wan} ms away (round trip) through Toxiproxy" if args.wan else ""
+    _say(f"{mode.name} mode, {args.brokers} broker(s) per cluster{link}; brokers, logs, configs: {work}")
+    brokers, clusters = start_clusters(work, args.brokers, wan_ms=args.wan // 2)
     rows = []
     try:
         for workload in (*mode.catch_up, mode.many.catch_up):
@@ -248,6 +261,7 @@ def main() -> int:
         "seconds": round((datetime.now(UTC) - started).total_seconds()),
         "kafka_version": KAFKA_VERSION,
         "brokers": args.brokers,
+        "wan_rtt_ms": args.wan,
         "mirror_commit": _commit(),
         "machine": {
             "cpus": os.cpu_count(),
@@ -275,6 +289,8 @@ def main() -> int:
     name = started.strftime("%Y%m%dT%H%M%SZ") + f"-{mode.name}"
     if args.brokers > 1:
         name += f"-{args.brokers}brokers"
+    if args.wan:
+        name += f"-wan{args.wan}ms"
     paths = report.write(results, args.out, name)
     sys.stdout.write(report.markdown(results))
     _say("wrote " + ", ".join(str(p) for p in paths))

@@ -28,6 +28,7 @@ from mirror.local.cluster import start_clusters as start_replicated
 from mirror.local.environment import start_brokers
 from mirror.local.jars import kafka_libs
 from mirror.local.ports import free_port
+from mirror.local.toxiproxy import Toxiproxy, wan_listener
 
 TARGET_ALIAS = "B"
 MM2_TASKS_MAX = 8  # one task per source partition, MM2's usual sizing
@@ -39,6 +40,15 @@ class Clusters:
     target: str
     libs: Path
     replicas: int = 1  # replication factor of every topic: 1, or 3 on 3-broker clusters
+    # Where the replicators reach the source: through a WAN-like proxy (`--wan`), or directly.
+    # Seeding, paced producers and checks always use `source`.
+    wan_source: str | None = None
+    wan_ms: int = 0  # the proxy's latency each way
+
+    @property
+    def replicated_source(self) -> str:
+        """The source's bootstrap servers as the contenders see them."""
+        return self.wan_source or self.source
 
 
 # A 3-broker cluster's nodes hold the 1,000-partition sets three times over: more heap than the
@@ -46,9 +56,14 @@ class Clusters:
 REPLICATED_BENCH_HEAP = "768m"
 
 
-def start_clusters(work: Path, brokers: int = 1) -> tuple[list[LocalBroker | LocalCluster], Clusters]:
+Stoppable = LocalBroker | LocalCluster | Toxiproxy
+
+
+def start_clusters(work: Path, brokers: int = 1, *, wan_ms: int = 0) -> tuple[list[Stoppable], Clusters]:
     """Two fresh clusters of `brokers` brokers each under `work`, on free loopback ports; with 3,
     replicated as operators run them (RF 3, min ISR 2: mirror.local.broker.REPLICATED_SETTINGS).
+    With `wan_ms` (single brokers only), the contenders reach the source through Toxiproxy with
+    that latency each way: a WAN link of twice that round trip.
 
     Their data lives in memory (/dev/shm) where the machine has it, their logs under `work`. On
     this machine's disk, the kernel's writeback of thousands of partition files 30 s after they
@@ -59,24 +74,35 @@ def start_clusters(work: Path, brokers: int = 1) -> tuple[list[LocalBroker | Loc
     libs = kafka_libs()
     data = _memory_dir()
     if brokers > 1:
+        if wan_ms:
+            raise ValueError("a WAN link is proxied to single-broker clusters only")
         return _start_replicated(work, brokers, libs, data)
-    specs = [
-        BrokerSpec(
-            alias,
-            work / alias,
-            free_port(),
-            free_port(),
-            overrides={"log.dirs": str(data / alias)} if data is not None else {},
-        )
-        for alias in ("source", "target")
-    ]
-    source, target = start_brokers(specs, libs=libs)
-    return [source, target], Clusters(source.bootstrap_servers, target.bootstrap_servers, libs)
+    ports = {alias: (free_port(), free_port()) for alias in ("source", "target")}
+    overrides: dict[str, dict[str, str]] = {
+        alias: {"log.dirs": str(data / alias)} if data is not None else {} for alias in ports
+    }
+    proxy = None
+    if wan_ms:
+        toxiproxy = Toxiproxy(work / "toxiproxy.log")
+        proxy = toxiproxy.proxy("source-wan", upstream_port=free_port())
+        toxiproxy.add_latency(proxy, wan_ms)
+        overrides["source"].update(wan_listener(*ports["source"], proxy.upstream_port, proxy.listen_port))
+    specs = [BrokerSpec(alias, work / alias, *ports[alias], overrides=overrides[alias]) for alias in ports]
+    try:
+        source, target = start_brokers(specs, libs=libs)
+    except BaseException:
+        if proxy is not None:
+            toxiproxy.stop()
+        raise
+    clusters = Clusters(source.bootstrap_servers, target.bootstrap_servers, libs)
+    if proxy is None:
+        return [source, target], clusters
+    return [source, target, toxiproxy], replace(clusters, wan_source=proxy.address, wan_ms=wan_ms)
 
 
 def _start_replicated(
     work: Path, brokers: int, libs: Path, data: Path | None
-) -> tuple[list[LocalBroker | LocalCluster], Clusters]:
+) -> tuple[list[Stoppable], Clusters]:
     clusters = []
     for alias in ("source", "target"):
         nodes = [NodePorts(node, free_port(), free_port()) for node in range(1, brokers + 1)]
@@ -135,7 +161,14 @@ class Contender:
         if self.family == "mm2":
             return self._start_mm2(clusters, topics, run_dir, checkpoint_seconds)
         if self.family == "floor":
-            floor = [sys.executable, "-m", "bench.floor", clusters.source, clusters.target, self.alias]
+            floor = [
+                sys.executable,
+                "-m",
+                "bench.floor",
+                clusters.replicated_source,
+                clusters.target,
+                self.alias,
+            ]
             return processes.start([*floor, *topics], run_dir / "run.log")
         return self._start_mirror(clusters, topics, run_dir, checkpoint_seconds)
 
@@ -144,7 +177,7 @@ class Contender:
     ) -> subprocess.Popen[bytes]:
         config = {
             "clusters": {
-                self.alias: {"bootstrap_servers": clusters.source},
+                self.alias: {"bootstrap_servers": clusters.replicated_source},
                 TARGET_ALIAS: {"bootstrap_servers": clusters.target},
             },
             "flows": {
@@ -169,7 +202,7 @@ class Contender:
         source, flow = self.alias, f"{self.alias}->{TARGET_ALIAS}"
         lines = [
             f"clusters = {source}, {TARGET_ALIAS}",
-            f"{source}.bootstrap.servers = {clusters.source}",
+            f"{source}.bootstrap.servers = {clusters.replicated_source}",
             f"{TARGET_ALIAS}.bootstrap.servers = {clusters.target}",
             f"{flow}.enabled = true",
             # A comma-separated list of regexes (MM2 joins them with "|" and full-matches).

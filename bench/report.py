@@ -34,7 +34,12 @@ def markdown(results: dict[str, Any]) -> str:
     rows = {row["name"]: row for row in results["contenders"]}
     lines = [
         f"Mode **{results['mode']}**, {results.get('brokers', 1)} broker(s) per cluster, "
-        f"{results['machine']['cpus']} CPUs, Kafka {results['kafka_version']}, "
+        + (
+            f"source {results['wan_rtt_ms']} ms round trip away (Toxiproxy), "
+            if results.get("wan_rtt_ms")
+            else ""
+        )
+        + f"{results['machine']['cpus']} CPUs, Kafka {results['kafka_version']}, "
         f"mirror {results['mirror_commit']}, {results['started']}.",
         "",
         *_catch_up_table(results, rows),

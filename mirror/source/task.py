@@ -105,7 +105,6 @@ class _CopyTask:
         self.stats = StatsSender(spec.stats_address, settings.name, spec.index, spec.deadline)
         self.source = source_reader(settings, [(part.topic, part.partition) for part in self.parts])
         self.positions: Consumer = positions_reader(settings)
-        self._reassigning = False  # True once the source reader was assigned: a rewind replaces it
         self.mark_reader: Consumer = flow_mark_reader(settings)
         self.producer: Producer | None = None
         self.sync_producer = (
@@ -220,16 +219,9 @@ class _CopyTask:
             target_admin=self._target_admin(),
             report=self._report,
         )
-        if self._reassigning:
-            # Until a new assignment's first fetch, librdkafka answers position() from the last
-            # record the application consumed: right after re-assigning offset 100 it said 500 (4
-            # times in 20), and _sweep_positions would commit that, skipping the records of the
-            # transaction just aborted (lost: 75 records, a CI run's takeover test). A new reader
-            # has consumed nothing.
-            self.source.close()
-            self.source = source_reader(self.settings, [(part.topic, part.partition) for part in self.parts])
+        # A re-assign reads through new consumers (SplitReader.assign): the old ones could name
+        # positions consumed before the abort, past the records it threw away.
         self.source.assign([TopicPartition(p.topic, p.partition, p.position) for p in self.parts])
-        self._reassigning = True
 
     def _copy(self) -> str:
         settings, parts = self.settings, self.parts
