@@ -10,18 +10,26 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import yaml
 from confluent_kafka.admin import AdminClient
 
-from bench import ceiling, measure, report, steady, workloads
-from bench.contenders import CONTENDERS, Clusters, Contender, start_clusters
+from bench import ceiling, measure, processes, report, steady, workloads
+from bench.contenders import CONTENDERS, Clusters, Contender, Stoppable, start_clusters
+from bench.measure import wait_for
+from mirror.local.broker import LocalBroker
 from mirror.local.jars import KAFKA_VERSION
 
 RESULTS = Path(__file__).parent / "results"
 NAMES = ["ceiling", *(c.name for c in CONTENDERS)]
+# After a contender's topics are deleted: how many more files than before it the brokers may hold,
+# and how long they get to close the rest.
+OPEN_FILES_SLACK = 500
+DELETE_TIMEOUT_SECONDS = 300.0
 
 
 def _say(text: str) -> None:
@@ -64,11 +72,15 @@ def _run_ceiling(clusters: Clusters, mode: workloads.Mode, work: Path) -> dict[s
     return row
 
 
-def _run_contender(name: str, clusters: Clusters, mode: workloads.Mode, work: Path) -> dict[str, Any]:
+def _run_contender(
+    contender: Contender, clusters: Clusters, mode: workloads.Mode, work: Path, brokers: list[Stoppable]
+) -> dict[str, Any]:
     """One process per catch-up workload; the first one, once caught up, also carries the steady load.
     Then one more for the many-partitions catch-up and its steady load."""
-    contender = next(c for c in CONTENDERS if c.name == name)
+    name = contender.name
     row: dict[str, Any] = {"name": name, "label": contender.label, "catch_up": {}}
+    if contender.flow_overrides:
+        row["flow_overrides"] = dict(contender.flow_overrides)
     for index, workload in enumerate(mode.catch_up):
         setup = steady.prepare_steady(clusters, name, mode.steady) if index == 0 else None
         topics = [workload.topic_set.pattern, *([setup.topics.pattern] if setup else [])]
@@ -94,18 +106,28 @@ def _run_contender(name: str, clusters: Clusters, mode: workloads.Mode, work: Pa
             if setup is not None:
                 setup.producer.close()
         _delete_topics(clusters.target, [contender.remote_topic(workload.topic)])
-    _run_many(contender, clusters, mode, work, row)
+    _run_many(contender, clusters, mode, work, row, brokers=brokers)
     return row
 
 
 def _run_many(
-    contender: Contender, clusters: Clusters, mode: workloads.Mode, work: Path, row: dict[str, Any]
+    contender: Contender,
+    clusters: Clusters,
+    mode: workloads.Mode,
+    work: Path,
+    row: dict[str, Any],
+    *,
+    brokers: list[Stoppable],
 ) -> None:
     """The many-partitions catch-up, then its steady load on a fresh set of topics, in one process.
 
     Both topic sets are deleted from the target afterwards and the steady set from the source, so
-    the brokers hold at most one contender's 1,000-partition sets besides the seeded one.
+    the brokers hold at most one contender's 1,000-partition sets besides the seeded one. The next
+    contender starts once the brokers have closed the deleted partitions' files: at 10,000
+    partitions, a target still holding the last contender's ran out of open files.
     """
+    pids = [broker.pid for broker in brokers if isinstance(broker, LocalBroker) and broker.pid]
+    files_before = [processes.open_files(pid) for pid in pids]
     many = mode.many
     workload, load = many.catch_up, many.steady
     layout, steady_topics = workload.topic_set, many.steady_topics(contender.name)
@@ -139,7 +161,7 @@ def _run_many(
             result = {"error": error, "complete": False}
         row["catch_up"][workload.name] = result
         _say(f"  {_summary(result)}")
-        if contender.family == "mirror":
+        if contender.family == "mirror" and "error" not in result:
             row["metrics_page"] = measure.metrics_page(running.run_dir)
             _say(f"  /metrics: {row['metrics_page']}")
         if "error" not in result:
@@ -157,6 +179,16 @@ def _run_many(
         clusters.target, [contender.remote_topic(t) for t in [*layout.names, *steady_topics.names]]
     )
     _delete_topics(clusters.source, steady_topics.names)
+    _say(f"{contender.label}: waiting for the brokers to close the deleted partitions' files")
+    wait_for(
+        lambda: all(
+            processes.open_files(pid) <= before + OPEN_FILES_SLACK
+            for pid, before in zip(pids, files_before, strict=True)
+        ),
+        DELETE_TIMEOUT_SECONDS,
+        "the brokers kept the deleted partitions' files open",
+        lambda: None,
+    )
 
 
 def _steady(
@@ -196,13 +228,14 @@ def _summary(result: dict[str, Any]) -> str:
     )
 
 
-def main() -> int:
+def _options() -> tuple[argparse.Namespace, list[tuple[str, Any]]]:
+    """The command line, checked, and the --mirror-flow settings as (key, value) pairs."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small workloads, about 12 minutes")
     parser.add_argument(
         "--huge",
         action="store_true",
-        help="10,000 partitions (1,000 topics x 10) in one flow, about 40 minutes",
+        help="10,000 partitions (1,000 topics x 10) in one flow: half caught up, half under load; ~40 min",
     )
     parser.add_argument("--only", nargs="+", choices=NAMES, help="contenders to run (default: all)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where results are written")
@@ -220,13 +253,44 @@ def main() -> int:
         metavar="RTT_MS",
         help="the contenders reach the source through Toxiproxy with this round-trip time (a WAN link)",
     )
+    parser.add_argument(
+        "--mirror-flow",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a flow setting for the mirror contenders (a YAML value), e.g. tasks_max=8; repeatable",
+    )
+    parser.add_argument(
+        "--mm2-premade-topics",
+        action="store_true",
+        help="make MM2's remote topics before it starts (it cannot make 10,000 partitions itself)",
+    )
     args = parser.parse_args()
+    overrides = []
+    for setting in args.mirror_flow:
+        key, equals, value = setting.partition("=")
+        if not equals or not key:
+            parser.error(f"--mirror-flow takes KEY=VALUE, e.g. tasks_max=8, not {setting!r}")
+        overrides.append((key, yaml.safe_load(value)))
     if args.huge and args.brokers > 1:
         parser.error("--huge runs on single brokers: 3 brokers of 10,000 partitions idle at ~2 cores")
     if args.wan and (args.brokers > 1 or args.huge):
         parser.error("--wan proxies single-broker clusters in the quick or full mode")
     if args.wan < 0 or args.wan % 2:
         parser.error(f"--wan takes an even round-trip time in ms (half of it each way), not {args.wan}")
+    return args, overrides
+
+
+def main() -> int:
+    args, overrides = _options()
+    contenders = {
+        c.name: replace(c, flow_overrides=tuple(overrides))
+        if c.family == "mirror"
+        else replace(c, premade_topics=args.mm2_premade_topics)
+        if c.family == "mm2"
+        else c
+        for c in CONTENDERS
+    }
     mode = workloads.HUGE if args.huge else workloads.QUICK if args.quick else workloads.FULL
     # No ceiling at 10,000 partitions (the perf tools take one topic each), nor over a WAN link (it
     # measures the brokers, not the link).
@@ -250,7 +314,7 @@ def main() -> int:
             if name == "ceiling":
                 rows.append(_run_ceiling(clusters, mode, work))
             else:
-                rows.append(_run_contender(name, clusters, mode, work))
+                rows.append(_run_contender(contenders[name], clusters, mode, work, brokers))
     finally:
         for broker in brokers:
             broker.stop()
@@ -281,6 +345,8 @@ def main() -> int:
         "steady": _steady_description(mode.steady, workloads.PARTITIONS),
         "steady_many": {
             "workload": mode.many.catch_up.name,
+            # The flow: the catch-up set and the steady load's own set.
+            "flow_partitions": 2 * mode.many.catch_up.topic_set.total,
             **_steady_description(mode.many.steady, mode.many.catch_up.topic_set.total),
         },
         "checkpoint_seconds": mode.checkpoint_seconds,
@@ -291,6 +357,9 @@ def main() -> int:
         name += f"-{args.brokers}brokers"
     if args.wan:
         name += f"-wan{args.wan}ms"
+    name += "".join(f"-{key}={value}" for key, value in overrides)
+    if args.mm2_premade_topics:
+        name += "-mm2-premade-topics"
     paths = report.write(results, args.out, name)
     sys.stdout.write(report.markdown(results))
     _say("wrote " + ", ".join(str(p) for p in paths))

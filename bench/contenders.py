@@ -17,7 +17,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 
@@ -79,7 +79,13 @@ def start_clusters(work: Path, brokers: int = 1, *, wan_ms: int = 0) -> tuple[li
         return _start_replicated(work, brokers, libs, data)
     ports = {alias: (free_port(), free_port()) for alias in ("source", "target")}
     overrides: dict[str, dict[str, str]] = {
-        alias: {"log.dirs": str(data / alias)} if data is not None else {} for alias in ports
+        alias: {
+            **({"log.dirs": str(data / alias)} if data is not None else {}),
+            # A deleted topic's files stay open until they are deleted (60 s by default): a
+            # contender's 5,000 partitions would still count against the next one's open files.
+            "file.delete.delay.ms": "1000",
+        }
+        for alias in ports
     }
     proxy = None
     if wan_ms:
@@ -133,6 +139,13 @@ class Contender:
     name: str
     family: Literal["mirror", "mm2", "floor"]
     exactly_once: bool
+    # Flow settings a mirror contender runs with besides its defaults (`--mirror-flow`): a lever
+    # measured in the bench before it becomes a default.
+    flow_overrides: tuple[tuple[str, Any], ...] = ()
+    # An MM2 contender whose remote topics the bench makes before it starts (`--mm2-premade-topics`):
+    # what an operator does when MM2 cannot make them itself (10,000 partitions are more than one
+    # CreateTopics request may carry, and MM2 sends one).
+    premade_topics: bool = False
 
     @property
     def alias(self) -> str:
@@ -143,7 +156,8 @@ class Contender:
         if self.family == "floor":
             return "floor: bare consume -> transactional produce (bench/floor.py)"
         product = "mirror" if self.family == "mirror" else "MirrorMaker 2"
-        return f"{product} {'exactly-once' if self.exactly_once else 'at-least-once'}"
+        premade = ", remote topics made for it" if self.premade_topics else ""
+        return f"{product} {'exactly-once' if self.exactly_once else 'at-least-once'}{premade}"
 
     @property
     def checkpoints(self) -> bool:
@@ -187,6 +201,7 @@ class Contender:
                     "refresh_groups_interval_seconds": checkpoint_seconds,
                     "emit_checkpoints_interval_seconds": checkpoint_seconds,
                     "sync_group_offsets_interval_seconds": checkpoint_seconds,
+                    **dict(self.flow_overrides),
                 }
             },
             "spark": {"checkpoint_dir": str(run_dir / "spark")},

@@ -3,6 +3,7 @@ bench.translation."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 import urllib.request
@@ -19,6 +20,7 @@ from bench import processes
 from bench.contenders import Clusters, Contender
 from bench.workloads import PARTITIONS, CatchUp, verify
 from mirror.errors import MirrorError
+from mirror.kafka.admin import create_topics
 from mirror.kafka.offsets import Partition, last_stable_offsets
 
 POLL_SECONDS = 0.1
@@ -110,14 +112,20 @@ class Running:
 
 
 def last_error(run_dir: Path) -> str:
-    """The last ERROR line a contender logged (MM2's log, or mirror's output), for a failed row."""
+    """The last ERROR line a contender logged (MM2's log, or mirror's output), else its last WARN
+    line, each with the exception on the line after it: for a failed row. MM2 logs a topic it
+    could not create as a WARN."""
     for name in ("mm2.log", "run.log"):
         log = run_dir / name
-        if log.exists():
-            lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
-            errors = [line for line in lines if "ERROR" in line]
-            if errors:
-                return errors[-1][:300]
+        if not log.exists():
+            continue
+        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+        for level in ("ERROR", "WARN"):
+            found = [index for index, line in enumerate(lines) if level in line]
+            if found:
+                index = found[-1]
+                cause = lines[index + 1] if index + 1 < len(lines) and "Exception" in lines[index + 1] else ""
+                return f"{lines[index][:300]} {cause[:300]}".strip()
     return "none"
 
 
@@ -130,10 +138,25 @@ def metrics_page(run_dir: Path) -> dict[str, float]:
     return {"bytes": size, "seconds": round(time.monotonic() - started, 3)}
 
 
+def premake_remote_topics(contender: Contender, clusters: Clusters, topics: list[str]) -> None:
+    """Make the remote topic of every source topic matching `topics` on the target, as it is on
+    the source (partitions), in requests the controller accepts."""
+    regex = re.compile("|".join(f"(?:{pattern})" for pattern in topics))
+    listed = AdminClient({"bootstrap.servers": clusters.source}).list_topics(timeout=60).topics
+    remote: list[tuple[str, int, dict[str, str]]] = [
+        (contender.remote_topic(name), len(topic.partitions), {})
+        for name, topic in sorted(listed.items())
+        if regex.fullmatch(name)
+    ]
+    create_topics(AdminClient({"bootstrap.servers": clusters.target}), remote, replication_factor=None)
+
+
 def launch(
     contender: Contender, clusters: Clusters, topics: list[str], run_dir: Path, *, checkpoint_seconds: int
 ) -> Running:
     """Start `contender` replicating the source topics that full-match one of the regexes `topics`."""
+    if contender.premade_topics:
+        premake_remote_topics(contender, clusters, topics)
     started = time.monotonic()
     process = contender.start(clusters, topics, run_dir, checkpoint_seconds=checkpoint_seconds)
     return Running(process, processes.ProcessTree(process.pid).start(), run_dir, started)

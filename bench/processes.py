@@ -88,3 +88,11 @@ def stop(process: subprocess.Popen[bytes], *, grace_seconds: float = 30.0) -> No
         os.killpg(process.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(10)
+
+
+def open_files(pid: int) -> int:
+    """How many files (and sockets) process `pid` holds open now; 0 once it is gone."""
+    try:
+        return int(psutil.Process(pid).num_fds())
+    except psutil.Error:
+        return 0

@@ -3,6 +3,7 @@
     python -m bench.profile_copy --records 1000000 --exactly-once
     python -m bench.profile_copy --records 1000000 --no-exactly-once --top 40
     python -m bench.profile_copy --steady-many --top 40
+    python -m bench.profile_copy --steady-many --huge --top 40
 
 
 Starts two local clusters, seeds one workload, runs `mirror run` under `py-spy record --subprocesses`
@@ -26,7 +27,7 @@ from confluent_kafka.admin import AdminClient
 from bench.contenders import Contender, start_clusters
 from bench.measure import ContenderFailedError, ends_of, launch, wait_for
 from bench.steady import latency, prepare
-from bench.workloads import FULL, PARTITIONS, CatchUp, seed
+from bench.workloads import FULL, HUGE, PARTITIONS, CatchUp, Mode, seed
 
 
 def _top(raw: Path, count: int) -> str:
@@ -61,14 +62,14 @@ def _spy(pid: int, raw: Path) -> subprocess.Popen[bytes]:
     )  # fmt: skip
 
 
-def _profile_steady_many(top: int, exactly_once: bool) -> int:
-    """The full mode's 1,000-partition steady load, profiled from its first paced record on."""
+def _profile_steady_many(top: int, exactly_once: bool, mode: Mode) -> int:
+    """The mode's many-partitions steady load, profiled from its first paced record on."""
     work = Path(tempfile.mkdtemp(prefix="mirror-profile-"))
     brokers, clusters = start_clusters(work)
-    load = FULL.many.steady
+    load = mode.many.steady
     name = "mirror-eos" if exactly_once else "mirror-alo"
     try:
-        setup = prepare(clusters, FULL.many.steady_topics(name), load)
+        setup = prepare(clusters, mode.many.steady_topics(name), load)
         contender = Contender(name, "mirror", exactly_once)
         running = launch(contender, clusters, [setup.topics.pattern], work / "run", checkpoint_seconds=5)
         raw = work / "stacks.txt"
@@ -103,9 +104,12 @@ def main() -> int:
     parser.add_argument(
         "--steady-many", action="store_true", help="profile the 1,000-partition steady load instead"
     )
+    parser.add_argument(
+        "--huge", action="store_true", help="with --steady-many: 5,000 records/s over 5,000 partitions"
+    )
     args = parser.parse_args()
     if args.steady_many:
-        return _profile_steady_many(args.top, args.exactly_once)
+        return _profile_steady_many(args.top, args.exactly_once, HUGE if args.huge else FULL)
 
     work = Path(tempfile.mkdtemp(prefix="mirror-profile-"))
     brokers, clusters = start_clusters(work)

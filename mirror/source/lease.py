@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 
 STUCK_RENEWALS = 5  # consecutive failed renewals before the producer is replaced
 MARK_READ_SECONDS = 30.0
+# How long taking the lease may keep retrying a target that answers slowly: right after it created
+# 10,000 remote partitions, a bench target took more than init_transactions' 60 s once.
+TAKE_SECONDS = 300.0
 
 
 class FlowLease:
@@ -52,10 +55,17 @@ class FlowLease:
         group, and a read_committed read of the mark waits for it (UNSTABLE_OFFSET_COMMIT) until it
         times out; initialising the lease's transactional id aborts it at once.
         """
-        try:
-            self._producer.init_transactions(60)
-        except KafkaException as exc:
-            raise translate(exc, f"flow {self._settings.name}: taking the flow's lease") from exc
+        doing = f"flow {self._settings.name}: taking the flow's lease"
+        give_up = time.monotonic() + TAKE_SECONDS
+        while True:
+            try:
+                self._producer.init_transactions(60)
+                break
+            except KafkaException as exc:
+                # A timeout is retriable: librdkafka resumes the same initialisation on the next call.
+                if not exc.args[0].retriable() or time.monotonic() >= give_up:
+                    raise translate(exc, doing) from exc
+                log.warning("%s: %s; trying again", doing, exc.args[0].str())
         deadline = time.monotonic() + MARK_READ_SECONDS
         while True:
             try:

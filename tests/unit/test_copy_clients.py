@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mirror.source.copy_clients import task_writer_config
+from mirror.source.copy_clients import source_reader_config, task_writer_config
 
 
 def test_a_transactional_writer_lingers_for_the_commit_interval() -> None:
@@ -26,3 +26,26 @@ def test_the_users_producer_properties_win_but_never_over_the_partitioner() -> N
     assert config["transaction.timeout.ms"] == "30000"
     # Offsets records must land in the partition Connect's Java client would pick.
     assert config["partitioner"] == "murmur2_random"
+
+
+def test_a_source_consumer_of_few_partitions_answers_as_soon_as_a_record_is_there() -> None:
+    config = source_reader_config({}, "copier", partitions=8)
+    assert config["fetch.min.bytes"] == "1"
+    assert config["fetch.wait.max.ms"] == "100"
+
+
+def test_a_source_consumer_of_many_partitions_waits_for_a_few_hundred_bytes_a_partition() -> None:
+    # Each fetch names every partition of the consumer (no fetch sessions in librdkafka).
+    assert source_reader_config({}, "copier", partitions=500)["fetch.min.bytes"] == str(500 * 256)
+    # A task of 5,000 reads through consumers of 1,000 partitions each, which wait longer.
+    config = source_reader_config({}, "copier", partitions=5000)
+    assert config["fetch.min.bytes"] == str(1000 * 256)
+    assert config["fetch.wait.max.ms"] == "500"
+
+
+def test_the_users_consumer_properties_win_but_never_over_read_committed() -> None:
+    user = {"fetch.min.bytes": "1", "isolation.level": "read_uncommitted"}
+    config = source_reader_config(user, "copier", partitions=500)
+    assert config["fetch.min.bytes"] == "1"
+    assert config["isolation.level"] == "read_committed"
+    assert config["auto.offset.reset"] == "error"
