@@ -15,17 +15,11 @@ from mirror.kafka.transactions import init_transactions
 from mirror.source.split_reader import PARTITIONS_PER_CONSUMER
 
 TRANSACTION_TIMEOUT_MS = "60000"
-# Source consumers of more partitions than this wait for FETCH_MIN_BYTES_PER_PARTITION a partition
-# (at most FETCH_MIN_BYTES_MAX) before a fetch returns: see fetch_min_bytes().
-MANY_PARTITIONS = 64
-FETCH_MIN_BYTES_PER_PARTITION = 256
-FETCH_MIN_BYTES_MAX = 1024 * 1024
 
 
 def source_reader_config(properties: dict[str, str], group_id: str, partitions: int) -> dict[str, str]:
     """The source consumer's librdkafka configuration for a task of `partitions` partitions (the
     user's consumer properties win, except where the copy's correctness depends on the value)."""
-    per_consumer = min(partitions, PARTITIONS_PER_CONSUMER)  # SplitReader's share of one consumer
     return {
         # Prefetch stays bounded however many partitions one task owns: librdkafka's default
         # (64 MB a partition) would let a thousand partitions buffer gigabytes in catch-up.
@@ -36,7 +30,6 @@ def source_reader_config(properties: dict[str, str], group_id: str, partitions: 
         # consumers' idle fetches, each naming up to 1,000 partitions, are the source
         # broker's main load at that scale.
         "fetch.wait.max.ms": "100" if partitions <= PARTITIONS_PER_CONSUMER else "500",
-        "fetch.min.bytes": str(fetch_min_bytes(per_consumer)),
         **properties,
         "group.id": group_id,
         "enable.auto.commit": "false",
@@ -46,24 +39,6 @@ def source_reader_config(properties: dict[str, str], group_id: str, partitions: 
         # Records deleted before they were copied are reported, never skipped silently.
         "auto.offset.reset": "error",
     }
-
-
-def fetch_min_bytes(partitions: int) -> int:
-    """What a source consumer of `partitions` partitions waits for before a fetch returns (or
-    until fetch.wait.max.ms).
-
-    librdkafka has no fetch sessions (KIP-227): every fetch names each of the consumer's
-    partitions, every response carries each of them, and the broker reads each one. Returned as
-    soon as one byte was there (the default), the consumers of a 5,000-partition flow under a
-    trickle of records fetched as fast as the source broker answered, and it spent its CPU on
-    those fetches: at 5,000 records/s its producers' acknowledgements took 2.2 s at p50 (43 ms
-    with MM2, whose Java consumers send only the partitions that changed). Waiting for a few
-    hundred bytes a partition bounds the fetches per record; a consumer of few partitions still
-    answers at once.
-    """
-    if partitions <= MANY_PARTITIONS:
-        return 1
-    return min(FETCH_MIN_BYTES_MAX, FETCH_MIN_BYTES_PER_PARTITION * partitions)
 
 
 def source_reader(properties: dict[str, str], group_id: str, partitions: int) -> Consumer:

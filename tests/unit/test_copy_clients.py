@@ -28,24 +28,14 @@ def test_the_users_producer_properties_win_but_never_over_the_partitioner() -> N
     assert config["partitioner"] == "murmur2_random"
 
 
-def test_a_source_consumer_of_few_partitions_answers_as_soon_as_a_record_is_there() -> None:
-    config = source_reader_config({}, "copier", partitions=8)
-    assert config["fetch.min.bytes"] == "1"
-    assert config["fetch.wait.max.ms"] == "100"
-
-
-def test_a_source_consumer_of_many_partitions_waits_for_a_few_hundred_bytes_a_partition() -> None:
-    # Each fetch names every partition of the consumer (no fetch sessions in librdkafka).
-    assert source_reader_config({}, "copier", partitions=500)["fetch.min.bytes"] == str(500 * 256)
-    # A task of 5,000 reads through consumers of 1,000 partitions each, which wait longer.
-    config = source_reader_config({}, "copier", partitions=5000)
-    assert config["fetch.min.bytes"] == str(1000 * 256)
-    assert config["fetch.wait.max.ms"] == "500"
+def test_a_source_consumer_of_more_partitions_than_one_consumer_reads_waits_as_java_consumers_do() -> None:
+    assert source_reader_config({}, "copier", partitions=1000)["fetch.wait.max.ms"] == "100"
+    assert source_reader_config({}, "copier", partitions=5000)["fetch.wait.max.ms"] == "500"
 
 
 def test_the_users_consumer_properties_win_but_never_over_read_committed() -> None:
-    user = {"fetch.min.bytes": "1", "isolation.level": "read_uncommitted"}
+    user = {"fetch.wait.max.ms": "20", "isolation.level": "read_uncommitted"}
     config = source_reader_config(user, "copier", partitions=500)
-    assert config["fetch.min.bytes"] == "1"
+    assert config["fetch.wait.max.ms"] == "20"
     assert config["isolation.level"] == "read_committed"
     assert config["auto.offset.reset"] == "error"
