@@ -80,6 +80,13 @@ class Toxiproxy:
         self._log = log_file.open("ab")
         command = [str(server_binary()), "-host", HOST, "-port", str(self.api_port)]
         self._process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT)
+        try:
+            self._wait_until_answering(log_file)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_until_answering(self, log_file: Path) -> None:
         deadline = time.monotonic() + _START_SECONDS
         while True:
             try:
@@ -87,7 +94,6 @@ class Toxiproxy:
                 return
             except OSError as exc:
                 if self._process.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
                     raise LocalClusterError(
                         f"toxiproxy did not start on {HOST}:{self.api_port} ({exc}); see {log_file}"
                     ) from exc
@@ -142,7 +148,8 @@ class Toxiproxy:
         try:
             with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
                 text = response.read()
+                is_json = "json" in response.headers.get("Content-Type", "")
         except urllib.error.HTTPError as exc:
             detail = exc.read().decode(errors="replace").strip()
             raise LocalClusterError(f"toxiproxy {method} {path}: HTTP {exc.code} {detail}") from exc
-        return json.loads(text) if text else None
+        return json.loads(text) if text and is_json else text.decode(errors="replace")
