@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -180,15 +181,19 @@ def _run_many(
     )
     _delete_topics(clusters.source, steady_topics.names)
     _say(f"{contender.label}: waiting for the brokers to close the deleted partitions' files")
-    wait_for(
-        lambda: all(
-            processes.open_files(pid) <= before + OPEN_FILES_SLACK
-            for pid, before in zip(pids, files_before, strict=True)
-        ),
-        DELETE_TIMEOUT_SECONDS,
-        "the brokers kept the deleted partitions' files open",
-        lambda: None,
-    )
+    try:
+        wait_for(
+            lambda: all(
+                processes.open_files(pid) <= before + OPEN_FILES_SLACK
+                for pid, before in zip(pids, files_before, strict=True)
+            ),
+            DELETE_TIMEOUT_SECONDS,
+            "the brokers kept the deleted partitions' files open",
+            lambda: None,
+        )
+    except measure.ContenderFailedError as exc:
+        row["cleanup_error"] = str(exc)  # the next contender may then fail: its row will say so
+        _say(f"  {exc}")
 
 
 def _steady(
@@ -357,7 +362,7 @@ def main() -> int:
         name += f"-{args.brokers}brokers"
     if args.wan:
         name += f"-wan{args.wan}ms"
-    name += "".join(f"-{key}={value}" for key, value in overrides)
+    name += "".join(re.sub(r"[^\w.=-]", "_", f"-{key}={value}") for key, value in overrides)
     if args.mm2_premade_topics:
         name += "-mm2-premade-topics"
     paths = report.write(results, args.out, name)

@@ -87,21 +87,23 @@ def start_clusters(work: Path, brokers: int = 1, *, wan_ms: int = 0) -> tuple[li
         }
         for alias in ports
     }
+    toxiproxy = Toxiproxy(work / "toxiproxy.log") if wan_ms else None
     proxy = None
-    if wan_ms:
-        toxiproxy = Toxiproxy(work / "toxiproxy.log")
-        proxy = toxiproxy.proxy("source-wan", upstream_port=free_port())
-        toxiproxy.add_latency(proxy, wan_ms)
-        overrides["source"].update(wan_listener(*ports["source"], proxy.upstream_port, proxy.listen_port))
-    specs = [BrokerSpec(alias, work / alias, *ports[alias], overrides=overrides[alias]) for alias in ports]
     try:
+        if toxiproxy is not None:
+            proxy = toxiproxy.proxy("source-wan", upstream_port=free_port())
+            toxiproxy.add_latency(proxy, wan_ms)
+            overrides["source"].update(wan_listener(*ports["source"], proxy.upstream_port, proxy.listen_port))
+        specs = [
+            BrokerSpec(alias, work / alias, *ports[alias], overrides=overrides[alias]) for alias in ports
+        ]
         source, target = start_brokers(specs, libs=libs)
     except BaseException:
-        if proxy is not None:
+        if toxiproxy is not None:
             toxiproxy.stop()
         raise
     clusters = Clusters(source.bootstrap_servers, target.bootstrap_servers, libs)
-    if proxy is None:
+    if toxiproxy is None or proxy is None:
         return [source, target], clusters
     return [source, target, toxiproxy], replace(clusters, wan_source=proxy.address, wan_ms=wan_ms)
 

@@ -8,7 +8,8 @@
 
 Starts two local clusters, seeds one workload, runs `mirror run` under `py-spy record --subprocesses`
 until the target holds every record (with --steady-many: over the full mode's 1,000-partition
-steady load, 2,000 records/s for 60 s, whose latency it prints too), and prints the functions
+steady load, 2,000 records/s for 60 s, or with --huge 5,000 records/s over 5,000 of a flow's
+10,000 partitions, whose latency it prints too), and prints the functions
 with the most samples (self and total) across all Python processes of the run. The raw stacks
 stay in the work directory.
 """
@@ -108,6 +109,8 @@ def main() -> int:
         "--huge", action="store_true", help="with --steady-many: 5,000 records/s over 5,000 partitions"
     )
     args = parser.parse_args()
+    if args.huge and not args.steady_many:
+        parser.error("--huge profiles the steady load: give --steady-many too")
     if args.steady_many:
         return _profile_steady_many(args.top, args.exactly_once, HUGE if args.huge else FULL)
 

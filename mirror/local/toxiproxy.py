@@ -1,9 +1,10 @@
 """Toxiproxy (Shopify's TCP fault proxy) in front of a local broker: a WAN link's latency, or a
 network partition, between a client and a cluster on loopback, where this machine has no netem.
 
-The bench and the fault tests use it. A broker behind it listens twice: its own listener, for
-everything local (seeding, checks), and a second one that advertises the proxy's port, so a client
-that bootstraps through the proxy also fetches and produces through it.
+The bench uses it (`python -m bench --wan`); set_enabled() cuts a link, for fault drills. A broker
+behind it listens twice: its own listener, for everything local (seeding, checks), and a second
+one that advertises the proxy's port, so a client that bootstraps through the proxy also fetches
+and produces through it.
 """
 
 from __future__ import annotations
@@ -76,9 +77,9 @@ class Toxiproxy:
 
     def __init__(self, log_file: Path) -> None:
         self.api_port = free_port()
+        command = [str(server_binary()), "-host", HOST, "-port", str(self.api_port)]
         log_file.parent.mkdir(parents=True, exist_ok=True)
         self._log = log_file.open("ab")
-        command = [str(server_binary()), "-host", HOST, "-port", str(self.api_port)]
         self._process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT)
         try:
             self._wait_until_answering(log_file)

@@ -59,13 +59,16 @@ class FlowLease:
         give_up = time.monotonic() + TAKE_SECONDS
         while True:
             try:
-                self._producer.init_transactions(60)
+                self._producer.init_transactions(max(1.0, min(60.0, give_up - time.monotonic())))
                 break
             except KafkaException as exc:
                 # A timeout is retriable: librdkafka resumes the same initialisation on the next call.
-                if not exc.args[0].retriable() or time.monotonic() >= give_up:
+                error = exc.args[0]
+                retriable = isinstance(error, KafkaError) and error.retriable()
+                if not retriable or time.monotonic() >= give_up:
                     raise translate(exc, doing) from exc
-                log.warning("%s: %s; trying again", doing, exc.args[0].str())
+                log.warning("%s: %s; trying again", doing, error.str())
+                time.sleep(1.0)
         deadline = time.monotonic() + MARK_READ_SECONDS
         while True:
             try:

@@ -11,10 +11,11 @@ task's share; up to that many partitions a task keeps a single consumer, and not
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 
-from confluent_kafka import Consumer, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 PARTITIONS_PER_CONSUMER = 1000
 # While every consumer is idle, how long one of them is waited on before the next is looked at:
@@ -53,8 +54,11 @@ class SplitReader:
         would then take that position as swept, past the aborted records, and commit it: they
         were lost (75 records, in a CI takeover run). A new consumer has consumed nothing."""
         if self._assigned:
-            self.close()
-            self.consumers = [self._new_consumer() for _ in self.consumers]
+            old, self.consumers = self.consumers, []
+            for consumer in old:
+                with contextlib.suppress(KafkaException):
+                    consumer.close()
+            self.consumers = [self._new_consumer() for _ in old]
         self._assigned = True
         for consumer, own in zip(self.consumers, self._split(partitions), strict=True):
             consumer.assign(own)
