@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
+from typing import Any
 
 from confluent_kafka import Consumer, Producer
 
 from mirror.config.flow_settings import FlowSettings
+from mirror.kafka.clients import admin_client
 from mirror.source import copy_clients
 from mirror.source.split_reader import SplitReader
 
@@ -50,3 +53,27 @@ def task_writer(settings: FlowSettings, transactional_id: str | None) -> Produce
 def sync_writer(settings: FlowSettings) -> Producer:
     """Writes OffsetSyncs into the source cluster (offset_syncs_topic_location: source)."""
     return copy_clients.sync_writer(settings.source_producer)
+
+
+class RareClients:
+    """The clients a copy task needs only to start a partition or to recover one (reading
+    positions, skipping lost records), made the first time they are asked for."""
+
+    def __init__(self, settings: FlowSettings) -> None:
+        self._settings = settings
+
+    @cached_property
+    def source_admin(self) -> Any:
+        return admin_client(self._settings.source_admin)
+
+    @cached_property
+    def target_admin(self) -> Any:
+        return admin_client(self._settings.target_admin)
+
+    @cached_property
+    def remote_reader(self) -> Consumer:
+        return remote_reader(self._settings)
+
+    def close(self) -> None:
+        if "remote_reader" in self.__dict__:  # made: cached_property keeps it in the instance
+            self.remote_reader.close()

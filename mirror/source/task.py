@@ -18,7 +18,7 @@ import logging
 import os
 import re
 import time
-from typing import Any, Literal
+from typing import Literal
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -32,10 +32,9 @@ from mirror.errors import (
     ProducerFencedError,
 )
 from mirror.flow.ownership import flow_mark_reader, stop_if_flow_taken_over
-from mirror.kafka.clients import admin_client
 from mirror.kafka.transactions import AbortableError, RetriableError, abort, call
 from mirror.logs import log_context, partition_names
-from mirror.source.clients import positions_reader, remote_reader, source_reader, sync_writer, task_writer
+from mirror.source.clients import RareClients, positions_reader, source_reader, sync_writer, task_writer
 from mirror.source.partition_copy import PartitionCopy
 from mirror.source.record_copy import ConsumeError, consumer_positions, copy_messages, next_messages
 from mirror.source.start import read_positions, seek_to_position, skip_lost_records
@@ -106,6 +105,7 @@ class _CopyTask:
         self.source = source_reader(settings, [(part.topic, part.partition) for part in self.parts])
         self.positions: Consumer = positions_reader(settings)
         self.mark_reader: Consumer = flow_mark_reader(settings)
+        self.rare = RareClients(settings)
         self.producer: Producer | None = None
         self.sync_producer = (
             sync_writer(settings)
@@ -127,9 +127,8 @@ class _CopyTask:
         self.stats.current.closed = time.time()
         self.stats.send()
         self.stats.close()
-        for client in (self.source, self.positions, self.mark_reader, self._remote):
-            if client is not None:
-                client.close()
+        for client in (self.source, self.positions, self.mark_reader, self.rare):
+            client.close()
         if self.sync_producer is not None:
             self.sync_producer.flush(30)
 
@@ -214,13 +213,12 @@ class _CopyTask:
             self.settings,
             self.parts,
             positions=self.positions,
-            source_admin=self._source_admin(),
-            remote=self._remote_reader(),
-            target_admin=self._target_admin(),
+            source_admin=self.rare.source_admin,
+            remote=self.rare.remote_reader,
+            target_admin=self.rare.target_admin,
             report=self._report,
         )
-        # A re-assign reads through new consumers (SplitReader.assign): the old ones could name
-        # positions consumed before the abort, past the records it threw away.
+        # Through new consumers (SplitReader.assign): the old ones could name positions past the abort.
         self.source.assign([TopicPartition(p.topic, p.partition, p.position) for p in self.parts])
 
     def _copy(self) -> str:
@@ -318,7 +316,7 @@ class _CopyTask:
                     part.position = part.upstream[-1] + 1
                 reader = self.source.reader_of(part.topic, part.partition)
                 part.position = skip_lost_records(
-                    self.settings, part, reader, self._source_admin(), self._report
+                    self.settings, part, reader, self.rare.source_admin, self._report
                 )
                 seek_to_position(reader, part)
             elif error.retriable:
@@ -382,23 +380,3 @@ class _CopyTask:
     def _report(self, kind: str, message: str) -> None:
         self.stats.current.events.append((kind, message))
         self.stats.send()
-
-    _admin: Any = None
-    _remote: Consumer | None = None
-
-    def _source_admin(self) -> Any:
-        if self._admin is None:
-            self._admin = admin_client(self.settings.source_admin)
-        return self._admin
-
-    _target: Any = None
-
-    def _target_admin(self) -> Any:
-        if self._target is None:
-            self._target = admin_client(self.settings.target_admin)
-        return self._target
-
-    def _remote_reader(self) -> Consumer:
-        if self._remote is None:
-            self._remote = remote_reader(self.settings)
-        return self._remote
