@@ -12,7 +12,6 @@ what this costs is librdkafka's and the brokers'. Library defaults everywhere el
 
 from __future__ import annotations
 
-import re
 import signal
 import sys
 import time
@@ -21,17 +20,11 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from bench.workloads import matching_topics
 from mirror.kafka.admin import create_topics
 
 COMMIT_SECONDS = 0.1  # mirror's default commit_interval_ms
 BATCH = 10_000
-
-
-def _topics(source: str, patterns: list[str]) -> dict[str, int]:
-    """Source topics matching any of `patterns` -> their partition counts."""
-    regex = re.compile("|".join(f"(?:{p})" for p in patterns))
-    metadata = AdminClient({"bootstrap.servers": source}).list_topics(timeout=30)
-    return {name: len(t.partitions) for name, t in metadata.topics.items() if regex.fullmatch(name)}
 
 
 def _create_remote(target: str, alias: str, topics: dict[str, int]) -> None:
@@ -69,7 +62,7 @@ def _commit(producer: Producer, consumer: Consumer, positions_group: Consumer, a
 
 def main(argv: list[str]) -> int:
     source, target, alias, *patterns = argv
-    topics = _topics(source, patterns)
+    topics = matching_topics(source, patterns)
     _create_remote(target, alias, topics)
     stop = False
 

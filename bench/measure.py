@@ -3,7 +3,6 @@ bench.translation."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import time
 import urllib.request
@@ -18,7 +17,7 @@ from confluent_kafka.admin import AdminClient
 
 from bench import processes
 from bench.contenders import Clusters, Contender
-from bench.workloads import PARTITIONS, CatchUp, verify
+from bench.workloads import PARTITIONS, CatchUp, matching_topics, verify
 from mirror.errors import MirrorError
 from mirror.kafka.admin import create_topics
 from mirror.kafka.offsets import Partition, last_stable_offsets
@@ -141,12 +140,9 @@ def metrics_page(run_dir: Path) -> dict[str, float]:
 def premake_remote_topics(contender: Contender, clusters: Clusters, topics: list[str]) -> None:
     """Make the remote topic of every source topic matching `topics` on the target, as it is on
     the source (partitions), in requests the controller accepts."""
-    regex = re.compile("|".join(f"(?:{pattern})" for pattern in topics))
-    listed = AdminClient({"bootstrap.servers": clusters.source}).list_topics(timeout=60).topics
     remote: list[tuple[str, int, dict[str, str]]] = [
-        (contender.remote_topic(name), len(topic.partitions), {})
-        for name, topic in sorted(listed.items())
-        if regex.fullmatch(name)
+        (contender.remote_topic(name), partitions, {})
+        for name, partitions in matching_topics(clusters.source, topics).items()
     ]
     create_topics(AdminClient({"bootstrap.servers": clusters.target}), remote, replication_factor=None)
 

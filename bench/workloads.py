@@ -15,6 +15,7 @@ Topic names, chosen so no contender's topic regexes match another workload's top
 from __future__ import annotations
 
 import random
+import re
 import struct
 from dataclasses import dataclass
 from functools import cached_property
@@ -174,6 +175,14 @@ class Values:
 
     def __call__(self, index: int) -> bytes:
         return (struct.pack(">Q", index) + self._tails[index % _POOL])[: self._value_bytes]
+
+
+def matching_topics(bootstrap: str, patterns: list[str]) -> dict[str, int]:
+    """Topics of the cluster that full-match one of the regexes `patterns` -> their partition counts
+    (how MM2 and mirror both read `topics`)."""
+    regex = re.compile("|".join(f"(?:{pattern})" for pattern in patterns))
+    listed = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=60).topics
+    return {name: len(topic.partitions) for name, topic in sorted(listed.items()) if regex.fullmatch(name)}
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
