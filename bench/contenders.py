@@ -148,6 +148,8 @@ class Contender:
     # what an operator does when MM2 cannot make them itself (10,000 partitions are more than one
     # CreateTopics request may carry, and MM2 sends one).
     premade_topics: bool = False
+    # The floor's transactional producers (`bench/floor.py --producers`).
+    producers: int = 1
 
     @property
     def alias(self) -> str:
@@ -156,7 +158,8 @@ class Contender:
     @property
     def label(self) -> str:
         if self.family == "floor":
-            return "floor: bare consume -> transactional produce (bench/floor.py)"
+            many = f", {self.producers} producers" if self.producers > 1 else ""
+            return f"floor: bare consume -> transactional produce (bench/floor.py{many})"
         product = "mirror" if self.family == "mirror" else "MirrorMaker 2"
         premade = ", remote topics made for it" if self.premade_topics else ""
         return f"{product} {'exactly-once' if self.exactly_once else 'at-least-once'}{premade}"
@@ -181,6 +184,7 @@ class Contender:
                 sys.executable,
                 "-m",
                 "bench.floor",
+                f"--producers={self.producers}",
                 clusters.replicated_source,
                 clusters.target,
                 self.alias,
@@ -275,4 +279,5 @@ CONTENDERS = (
     Contender("mirror-alo", "mirror", exactly_once=False),
     Contender("mirror-eos", "mirror", exactly_once=True),
     Contender("floor-eos", "floor", exactly_once=True),
+    Contender("floor-eos-k4", "floor", exactly_once=True, producers=4),
 )

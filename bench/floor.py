@@ -1,20 +1,27 @@
 """The floor: the least a Python replicator can do with confluent-kafka, exactly once.
 
-`python -m bench.floor SOURCE TARGET ALIAS REGEX...` copies every source topic that full-matches
-one of the regexes to `ALIAS.<topic>` on the target, same partition, key, value, headers and
+`python -m bench.floor [--producers K] SOURCE TARGET ALIAS REGEX...` copies every source topic
+that full-matches one of the regexes to `ALIAS.<topic>` on the target, same partition, key, value, headers and
 timestamp, in one process: one read_committed consumer (a consumer group, as MM2's tasks and most
 applications use), one transactional producer, a transaction committed every 100 ms with the
 consumer's positions in it (send_offsets_to_transaction, as offsets of a group on the target under
 the remote topics' names: the target has no partition of the source's names). No Spark, no offset syncs, no
 checkpoints, no metrics: whatever `mirror` costs beyond this on the same partitions is ours, and
 what this costs is librdkafka's and the brokers'. Library defaults everywhere else.
+
+With `--producers K` the partitions are dealt over K transactional producers, each committing its
+own partitions' positions: librdkafka sends one partition per produce request, at most five in
+flight per connection, so K producers (K connections) are the lever for many thin partitions.
 """
 
 from __future__ import annotations
 
+import argparse
 import signal
 import sys
 import time
+import zlib
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
@@ -49,19 +56,47 @@ def _produce(producer: Producer, alias: str, message: Message) -> None:
             producer.poll(0.05)  # the local queue is full: serve delivery reports, then again
 
 
-def _commit(producer: Producer, consumer: Consumer, positions_group: Consumer, alias: str) -> None:
-    positions = [
-        TopicPartition(f"{alias}.{tp.topic}", tp.partition, tp.offset)
-        for tp in consumer.position(consumer.assignment())
-        if tp.offset >= 0
-    ]
-    producer.send_offsets_to_transaction(positions, positions_group.consumer_group_metadata())
-    producer.commit_transaction()
-    producer.begin_transaction()
+def _commit(
+    producers: list[Producer],
+    consumer: Consumer,
+    positions_group: Consumer,
+    alias: str,
+    pool: ThreadPoolExecutor,
+) -> None:
+    # Every producer sends at once; then each commits its own partitions' positions, in parallel.
+    for producer in producers:
+        producer.flush()
+    metadata = positions_group.consumer_group_metadata()
+    owned: list[list[TopicPartition]] = [[] for _ in producers]
+    for tp in consumer.position(consumer.assignment()):
+        if tp.offset >= 0:
+            owned[_route(tp.topic, tp.partition, len(producers))].append(
+                TopicPartition(f"{alias}.{tp.topic}", tp.partition, tp.offset)
+            )
+
+    def commit(index: int) -> None:
+        producer = producers[index]
+        if owned[index]:
+            producer.send_offsets_to_transaction(owned[index], metadata)
+        producer.commit_transaction()
+        producer.begin_transaction()
+
+    list(pool.map(commit, range(len(producers))))
+
+
+def _route(topic: str, partition: int, count: int) -> int:
+    return (zlib.crc32(topic.encode()) + partition) % count
 
 
 def main(argv: list[str]) -> int:
-    source, target, alias, *patterns = argv
+    parser = argparse.ArgumentParser(prog="python -m bench.floor")
+    parser.add_argument("--producers", type=int, default=1)
+    parser.add_argument("source")
+    parser.add_argument("target")
+    parser.add_argument("alias")
+    parser.add_argument("patterns", nargs="+")
+    args = parser.parse_args(argv)
+    source, target, alias, patterns = args.source, args.target, args.alias, args.patterns
     topics = matching_topics(source, patterns)
     _create_remote(target, alias, topics)
     stop = False
@@ -80,10 +115,15 @@ def main(argv: list[str]) -> int:
             "auto.offset.reset": "earliest",
         }
     )
-    producer = Producer({"bootstrap.servers": target, "transactional.id": f"bench-floor-{alias}"})
+    producers = [
+        Producer({"bootstrap.servers": target, "transactional.id": f"bench-floor-{alias}-{index}"})
+        for index in range(args.producers)
+    ]
     positions_group = Consumer({"bootstrap.servers": target, "group.id": f"bench-floor-{alias}"})
-    producer.init_transactions()
-    producer.begin_transaction()
+    for producer in producers:
+        producer.init_transactions()
+        producer.begin_transaction()
+    pool = ThreadPoolExecutor(len(producers))
     consumer.subscribe(sorted(topics))
     copied, committed_at = False, time.monotonic()
     while not stop:
@@ -92,14 +132,16 @@ def main(argv: list[str]) -> int:
                 if message.error().fatal():
                     raise KafkaException(message.error())
                 continue
-            _produce(producer, alias, message)
+            _produce(producers[_route(message.topic(), message.partition(), len(producers))], alias, message)
             copied = True
         if copied and time.monotonic() - committed_at >= COMMIT_SECONDS:
-            _commit(producer, consumer, positions_group, alias)
+            _commit(producers, consumer, positions_group, alias, pool)
             copied, committed_at = False, time.monotonic()
     if copied:
-        _commit(producer, consumer, positions_group, alias)
-    producer.abort_transaction()  # the empty one begun after the last commit
+        _commit(producers, consumer, positions_group, alias, pool)
+    for producer in producers:
+        producer.abort_transaction()  # the empty one begun after the last commit
+    pool.shutdown()
     consumer.close()
     positions_group.close()
     return 0
