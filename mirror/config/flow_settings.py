@@ -41,6 +41,7 @@ class FlowSettings:
     offsets_topic: str = ""
     # Copy tasks: how many, how often each commits a transaction, how long one Spark epoch runs.
     tasks_max: int = 1
+    producers_per_task: int | None = None  # None: task_producers picks from the partition count
     commit_interval_ms: int = 100
     epoch_seconds: float = 600.0
     throttle_bytes_per_second: float | None = None  # the whole flow's; its tasks share it
@@ -95,9 +96,33 @@ class FlowSettings:
         other = self.target if self.offset_syncs_location == "source" else self.source
         return self.policy().offset_syncs_topic(other)
 
-    def copy_task_transactional_id(self, index: int) -> str:
-        """Copy task `index`'s id. ':' cannot occur in a topic name, so no legacy id collides."""
-        return f"mirror-{self.source}-{self.target}-task:{index}"
+    def copy_task_transactional_id(self, index: int, producer: int = 0) -> str:
+        """The id of copy task `index`'s producer number `producer`. Producer 0 has the task's own
+        number; the others count on past every task's (task:{index + producer * tasks_max}), so
+        all ids of a flow are 0..copy_task_ids()-1. ':' cannot occur in a topic name, so no
+        legacy id collides."""
+        return f"mirror-{self.source}-{self.target}-task:{index + producer * self.tasks_max}"
+
+    def copy_task_ids(self) -> int:
+        """How many copy-task transactional ids this flow's tasks may hold: the fence's range."""
+        most = (self.producers_per_task or AUTO_PRODUCERS_MAX) if self.exactly_once else 1
+        return self.tasks_max * most
+
+    def task_producers(self, partitions: int) -> int:
+        """How many transactional producers a task of `partitions` partitions writes through.
+
+        librdkafka sends one partition per produce request, at most five in flight per
+        connection (confluentinc/librdkafka#1700), and a commit waits for every partition's
+        records: with hundreds of partitions per task, each carrying a few records per
+        transaction, one producer spends the commit interval in sequential round trips. Several
+        producers (one connection each per broker) send in parallel, each committing its own
+        partitions' records and positions. At-least-once keeps one.
+        """
+        if not self.exactly_once or partitions <= 1:
+            return 1
+        if self.producers_per_task is not None:
+            return min(self.producers_per_task, partitions)
+        return min(AUTO_PRODUCERS_MAX, -(-partitions // PARTITIONS_PER_PRODUCER))
 
     def legacy_transactional_id(self, topic: str, partition: int) -> str:
         """The per-partition id mirror used before copy tasks; fenced once when taking over from it."""
@@ -158,6 +183,12 @@ class FlowSettings:
         return cls(**json.loads(text))
 
 
+# The producers_per_task default: one producer per this many partitions of a task, at most
+# AUTO_PRODUCERS_MAX (`python -m bench --quick --mirror-flow producers_per_task=N` measured them).
+PARTITIONS_PER_PRODUCER = 125
+AUTO_PRODUCERS_MAX = 4
+
+
 def default_tasks_max() -> int:
     """One copy task per core: each is a Python loop that can keep one core busy."""
     return max(1, os.cpu_count() or 1)
@@ -197,6 +228,7 @@ def flow_settings(
         offset_lag_max=flow.offset_lag_max,
         offsets_topic=flow.offsets_storage_topic or f"mm2-offsets.{source}.internal",
         tasks_max=flow.tasks_max or default_tasks_max(),
+        producers_per_task=flow.producers_per_task,
         commit_interval_ms=flow.commit_interval_ms,
         epoch_seconds=config.spark.epoch_seconds,
         throttle_bytes_per_second=flow.throttle_bytes_per_second,

@@ -5,7 +5,7 @@ read (read_committed) by every copy task, checkpoint and heartbeat round of the 
 - `instance`: the owner; a fenced writer of any other instance is a zombie and stops;
 - `generation`: the current copy-task assignment; a copy task of an older one ends;
 - `task_ids`: how many copy-task transactional ids may hold transactions (ids 0..task_ids-1),
-  so the next owner knows which ids to fence even after `tasks_max` shrank;
+  so the next owner knows which ids to fence even after `tasks_max` or `producers_per_task` shrank;
 - `stopping`: the owner is shutting down; copy tasks commit what they hold and return;
 - `started_ms`, `renewed_ms`: when the owner took the flow and when it committed this mark (wall
   clock, ms; 0 from mirror before they existed): `mirror status` tells a starting, running or

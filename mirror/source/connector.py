@@ -4,7 +4,8 @@ copy task copies which partitions, and the fencing round before a new assignment
 Order, at start and whenever the replicated partitions change:
   1. commit the flow mark naming the new generation (mirror.flow.mark) through the lease;
      from then on a task of an older generation that re-opens sees it and ends;
-  2. fence every copy-task transactional id that may exist (ids 0..task_ids-1): whatever a task
+  2. fence every copy-task transactional id that may exist (ids 0..task_ids-1, counting each
+     task's producers): whatever a task
      of an older generation still holds open is aborted, and its next call fails as fenced;
   3. publish the assignment for the planner, which starts the generation's tasks in the next epoch.
 A zombie task can therefore never commit a partition another task now owns (KIP-618's rule).
@@ -50,7 +51,7 @@ class SourceConnector:
         replicated = self._topic_sync.replicated_partitions()
         self.lease = FlowLease(settings)
         previous = self.lease.take()
-        task_ids = max(previous.task_ids if previous else 0, settings.tasks_max)
+        task_ids = max(previous.task_ids if previous else 0, settings.copy_task_ids())
         generation = (previous.generation if previous else 0) + 1
         self.lease.acquire(
             FlowMark(settings.instance_id, generation, task_ids, started_ms=int(time.time() * 1000))

@@ -100,7 +100,7 @@ def move_positions(settings: FlowSettings, wanted: Mapping[Partition, int], *, f
     lease = FlowLease(mine)
     try:
         previous = lease.take()
-        task_ids = max(previous.task_ids if previous else 0, settings.tasks_max)
+        task_ids = max(previous.task_ids if previous else 0, settings.copy_task_ids())
         generation = (previous.generation if previous else 0) + 1
         # Stopping, and a newer generation: a task of the previous run that re-opens ends.
         lease.acquire(FlowMark(mine.instance_id, generation, task_ids, stopping=True))

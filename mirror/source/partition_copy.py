@@ -48,6 +48,8 @@ class PartitionCopy:
     # The remote topic's ID (KIP-516) when the task last read its positions, committed with them.
     remote_topic_id: str | None = None
     truncated: int = 0
+    # Which of the task's producers writes this partition's records, syncs and position.
+    producer: int = 0
 
     def __post_init__(self) -> None:
         self.syncs = PartitionState(self.offset_lag_max)

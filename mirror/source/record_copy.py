@@ -35,6 +35,7 @@ class CopySink(Protocol):
     topic: str  # the source topic
     remote_topic: str
     partition: int
+    producer: int  # which of the task's producers writes it
     upstream: list[int]  # source offsets produced in the open transaction, in order
     bytes: int
     oldest_ms: int  # smallest record timestamp in the open transaction; 0 if none
@@ -74,15 +75,17 @@ class ConsumeError(Exception):
 
 
 def copy_messages(
-    messages: Sequence[Message], producer: Producer, sinks: Mapping[tuple[str, int], CopySink]
+    messages: Sequence[Message], producers: Sequence[Producer], sinks: Mapping[tuple[str, int], CopySink]
 ) -> tuple[list[ConsumeError], int]:
-    """Produce every record of `messages` to its partition's sink; returns the consume errors met
-    and the key and value bytes produced.
+    """Produce every record of `messages` to its partition's sink, through the sink's producer
+    (`producers[sink.producer]`); returns the consume errors met and the key and value bytes
+    produced.
 
     The profile's largest cost: bound methods and the current sink live in locals, and a sink is
     looked up only when the partition changes (a fetch returns runs of one partition).
     """
     errors: list[ConsumeError] = []
+    producer = producers[0]
     produce = producer.produce
     current: tuple[str, int] | None = None
     sink: Any = None
@@ -104,6 +107,8 @@ def copy_messages(
                 sink.bytes += size
                 sink.oldest_ms = oldest
             current, sink = key_of, sinks[key_of]
+            producer = producers[sink.producer]
+            produce = producer.produce
             keep, delivered = sink.upstream.append, sink.on_delivery
             remote, partition = sink.remote_topic, sink.partition
             size, oldest = 0, sink.oldest_ms

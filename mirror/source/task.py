@@ -1,9 +1,10 @@
 """A copy task: MM2's MirrorSourceTask for `mirror`. Runs on a Spark executor for one epoch.
 
 The task owns a fixed set of source partitions for its generation. It consumes them all with
-one consumer and writes with one producer whose transactional id belongs to the task slot, so
-opening the task fences every older holder of the slot (a retried Spark task, the previous epoch,
-a zombie). Every `commit_interval_ms` it commits what it copied (mirror.source.transaction).
+one consumer and writes through one or more producers (FlowSettings.task_producers), each owning
+a share of the partitions, whose transactional ids belong to the task slot, so opening the task
+fences every older holder of them (a retried Spark task, the previous epoch, a zombie). Every
+`commit_interval_ms` it commits what it copied (mirror.source.transaction).
 
 It ends when the epoch's window runs out, when the flow mark names a newer generation (the
 assignment changed) or says the owner is stopping, and raises FlowTakenOverError when another
@@ -20,7 +21,7 @@ import re
 import time
 from typing import Literal
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from mirror.config.flow_settings import FlowSettings
 from mirror.errors import (
@@ -32,16 +33,17 @@ from mirror.errors import (
     ProducerFencedError,
 )
 from mirror.flow.ownership import flow_mark_reader, stop_if_flow_taken_over
-from mirror.kafka.transactions import AbortableError, RetriableError, abort, call
+from mirror.kafka.transactions import AbortableError, RetriableError
 from mirror.logs import log_context, partition_names
-from mirror.source.clients import RareClients, positions_reader, source_reader, sync_writer, task_writer
+from mirror.source.clients import RareClients, positions_reader, source_reader, sync_writer
 from mirror.source.partition_copy import PartitionCopy
 from mirror.source.record_copy import ConsumeError, consumer_positions, copy_messages, next_messages
 from mirror.source.start import read_positions, seek_to_position, skip_lost_records
 from mirror.source.stats import StatsSender
+from mirror.source.task_producers import TaskProducers
 from mirror.source.task_spec import CopyTaskSpec, TaskSummary
 from mirror.source.throttle import Throttle
-from mirror.source.transaction import RemoteRecreatedError, Writers, commit_moved, needs_commit
+from mirror.source.transaction import RemoteRecreatedError, commit_moved, needs_commit
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +101,7 @@ class _CopyTask:
             )
             for t, p in spec.partitions
         ]
+        self.writers = TaskProducers(settings, spec.index, self.parts)
         self.sinks = {(part.topic, part.partition): part for part in self.parts}
         self.summary = TaskSummary(spec.index, spec.generation, len(self.parts))
         self.stats = StatsSender(spec.stats_address, settings.name, spec.index, spec.deadline)
@@ -106,7 +109,6 @@ class _CopyTask:
         self.positions: Consumer = positions_reader(settings)
         self.mark_reader: Consumer = flow_mark_reader(settings)
         self.rare = RareClients(settings)
-        self.producer: Producer | None = None
         self.sync_producer = (
             sync_writer(settings)
             if settings.emit_offset_syncs and settings.offset_syncs_location == "source"
@@ -114,7 +116,6 @@ class _CopyTask:
         )
         rate = spec.throttle_bytes_per_second
         self.throttle = Throttle(rate) if rate is not None else None
-        self.in_transaction = False
         self._began = time.monotonic()  # when the open transaction began
         self._told: set[str] = set()  # what _first_time has seen: waits reported, aborts logged
 
@@ -131,19 +132,18 @@ class _CopyTask:
             client.close()
         if self.sync_producer is not None:
             self.sync_producer.flush(30)
+        self.writers.close()
 
     @property
-    def transactional_id(self) -> str | None:
-        if not self.settings.exactly_once:
-            return None
-        return self.settings.copy_task_transactional_id(self.spec.index)
+    def in_transaction(self) -> bool:
+        return self.writers.in_transaction
 
     def run(self) -> TaskSummary:
         failures, committed, last_progress = 0, 0, time.monotonic()
         rewind = False
         while True:
             try:
-                if self.producer is None:
+                if not self.writers.ready:
                     state = self._open()
                     if state != "current":
                         self.summary.ended = state
@@ -161,8 +161,7 @@ class _CopyTask:
                 # an older generation just ends.
                 log.info("fenced (%s); opening again if the flow mark still names this generation", exc)
                 self.stats.current.fenced += 1
-                self.in_transaction = False
-                self.producer = None
+                self.writers.drop()
             except TRANSIENT_ERRORS as exc:
                 # The target or source away for a while, a transaction the coordinator aborted:
                 # nothing uncommitted counts, so the task goes back to the committed positions.
@@ -189,7 +188,7 @@ class _CopyTask:
         state = self._state()
         if state != "current":
             return state  # asked first too: a zombie of an older generation fences no one
-        self.producer = task_writer(self.settings, self.transactional_id)
+        self.writers.make()
         state = self._state()
         if state != "current":
             return state
@@ -197,10 +196,10 @@ class _CopyTask:
         if not self.stats.current.opened:
             self.stats.current.opened = time.time()
             log.info(
-                "took %d partitions (generation %d, transactional id %s)",
+                "took %d partitions (generation %d, %s)",
                 len(self.parts),
                 self.spec.generation,
-                self.transactional_id or "none: at-least-once",
+                self.writers.describe(),
                 extra=_owned(self.spec),
             )
         return "current"
@@ -259,7 +258,7 @@ class _CopyTask:
                 if opened_at is None:
                     opened_at = self._began = time.monotonic()
                     self._begin()
-                errors, copied_bytes = copy_messages(messages, self.producer, self.sinks)
+                errors, copied_bytes = copy_messages(messages, self.writers.producers or (), self.sinks)
                 self._handle(errors)
                 records += len(messages)
                 size += copied_bytes
@@ -275,22 +274,19 @@ class _CopyTask:
             self.stats.maybe_send()
 
     def _begin(self) -> None:
-        if self.settings.exactly_once and not self.in_transaction:
-            producer = self.producer
-            call(producer.begin_transaction, f"flow {self.settings.name}: beginning a transaction")  # type: ignore[union-attr]
-            self.in_transaction = True
+        self.writers.begin()
 
     def _commit(self) -> None:
-        assert self.producer is not None  # noqa: S101 - opened before copying
         self._begin()
         touched = [part for part in self.parts if part.upstream]
         for part, position in zip(touched, consumer_positions(self.source, touched), strict=True):
             part.position = max(part.position, part.upstream[-1] + 1, position)
-        writers = Writers(self.producer, self.positions, self.sync_producer)
-        records = commit_moved(
-            self.settings, self.parts, writers, self.stats.current, in_transaction=self.settings.exactly_once
-        )
-        self.in_transaction = False
+        writers = self.writers.writers(self.positions, self.sync_producer)
+        try:
+            once, stats = self.settings.exactly_once, self.stats.current
+            records = commit_moved(self.settings, self.parts, writers, stats, in_transaction=once)
+        finally:
+            self.writers.committed(writers)
         self.summary.records += records
         self.summary.transactions += 1
         if log.isEnabledFor(logging.DEBUG):
@@ -342,15 +338,7 @@ class _CopyTask:
         return "stopping" if mark.stopping else "current"
 
     def _abort(self) -> None:
-        if (
-            self.producer is not None
-            and self.in_transaction
-            and not abort(self.producer, f"flow {self.settings.name}: aborting")
-        ):
-            self.producer = None  # unusable: the next open makes a new one
-        self.in_transaction = False
-        if self.producer is not None:
-            self.producer.poll(0)  # serve the purged records' reports before they are cleared
+        self.writers.abort()
         for part in self.parts:
             part.discard()
 

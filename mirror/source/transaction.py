@@ -1,6 +1,7 @@
-"""Committing what a copy task copied since its last commit: one Kafka transaction on the target.
+"""Committing what a copy task copied since its last commit: one Kafka transaction on the target
+per producer of the task.
 
-It holds, atomically, for every partition that moved:
+Each holds, atomically, for every partition of that producer that moved:
   1. the copied records (already produced when the commit starts);
   2. OffsetSync records for them (when the syncs topic lives on the target);
   3. the source position in the flow's offsets topic, in Connect's format (what MM2 reads);
@@ -8,18 +9,32 @@ It holds, atomically, for every partition that moved:
      task reads first when it opens.
 At-least-once, the same steps run without a transaction: records, syncs and offsets records are
 flushed, then the positions group is committed.
+
+A task with several producers flushes them all first (they send in parallel), then commits their
+transactions in parallel. Some may commit and others fail: the error is raised after the
+committed ones are accounted for, the task aborts the rest and reads every position back from the
+target, where the committed ones now are.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from mirror.config.flow_settings import FlowSettings
-from mirror.errors import NotAuthorizedError, ProducerFencedError, RecordRejectedError, RecordTooLargeError
+from mirror.errors import (
+    ClusterAuthenticationError,
+    NotAuthorizedError,
+    ProducerFencedError,
+    RecordRejectedError,
+    RecordTooLargeError,
+)
 from mirror.flow.source_offsets import SourcePartition, encode_key, encode_value
 from mirror.kafka.transactions import AbortableError, RetriableError, call, classify, commit, send_offsets
 from mirror.kafka.wire import OffsetSync
@@ -39,9 +54,13 @@ class RemoteRecreatedError(Exception):
 class Writers:
     """The clients a commit uses."""
 
-    producer: Producer
+    producers: Sequence[Producer]  # a partition's records went through producers[part.producer]
     positions: Consumer  # its group is the positions group: its metadata goes into the transaction
     sync_producer: Producer | None  # syncs into the source cluster, if they live there
+    # Commits several producers' transactions at once; None with one producer.
+    pool: ThreadPoolExecutor | None = None
+    # Set per producer as its transaction commits: the ones left open are the task's to abort.
+    committed: list[bool] | None = None
 
 
 def commit_moved(
@@ -53,12 +72,12 @@ def commit_moved(
     in_transaction: bool,
 ) -> int:
     """Commit every partition that moved since the last commit; returns the records committed."""
-    producer = writers.producer
     where = f"flow {settings.name}"
-    if call(lambda: producer.flush(FLUSH_SECONDS), f"{where}: flushing"):
-        # Records still undelivered (a remote topic being deleted and re-created, a target away):
-        # the transaction cannot commit them, so it is aborted and the task goes back.
-        raise RetriableError(f"{where}: records still undelivered after {FLUSH_SECONDS:g}s")
+    for producer in writers.producers:  # all were sending meanwhile: this waits for the slowest
+        if call(partial(producer.flush, FLUSH_SECONDS), f"{where}: flushing"):
+            # Records still undelivered (a remote topic being deleted and re-created, a target
+            # away): the transaction cannot commit them, so it is aborted and the task goes back.
+            raise RetriableError(f"{where}: records still undelivered after {FLUSH_SECONDS:g}s")
     touched = [part for part in parts if part.upstream]
     for part in touched:
         _raise_delivery_error(settings, part)
@@ -66,23 +85,78 @@ def commit_moved(
             part.recreated = True
             raise RemoteRecreatedError(f"{part.where()}: {part.remote_topic}-{part.partition} was re-created")
     syncs = _syncs(parts, touched)
+    writer_of = {(part.topic, part.partition): part.producer for part in parts}
+    syncs_topic = settings.offset_syncs_topic()
     if settings.emit_offset_syncs and settings.offset_syncs_location == "target":
-        _produce_syncs(producer, settings, syncs)
+        for sync in syncs:
+            _produce_sync(writers.producers[writer_of[(sync.topic, sync.partition)]], syncs_topic, sync)
     moved = [part for part in parts if part.moved_since_commit()]
-    _write_positions(settings, moved, writers, in_transaction=in_transaction)
-    records = _account(parts, touched, moved, stats)
+    outcome = _write_all_positions(settings, moved, writers, in_transaction=in_transaction)
+    done = {index for index, error in outcome.items() if error is None}
+    records = _account(
+        [part for part in parts if part.producer in done],
+        [part for part in touched if part.producer in done],
+        [part for part in moved if part.producer in done],
+        stats,
+    )
     if writers.sync_producer is not None and syncs:
         # MM2's order: syncs follow the data they describe, never precede it.
-        _produce_syncs(writers.sync_producer, settings, syncs)
+        for sync in syncs:
+            if writer_of[(sync.topic, sync.partition)] in done:
+                _produce_sync(writers.sync_producer, syncs_topic, sync)
         writers.sync_producer.poll(0)
+    failures = [error for error in outcome.values() if error is not None]
+    if failures:
+        raise _gravest(failures)
     return records
 
 
-def _write_positions(
+def _write_all_positions(
     settings: FlowSettings, moved: Sequence[PartitionCopy], writers: Writers, *, in_transaction: bool
+) -> dict[int, BaseException | None]:
+    """Each producer's moved positions and commit, in parallel when there are several; which
+    producers committed (None) and which failed (their error)."""
+    count = len(writers.producers)
+    metadata = writers.positions.consumer_group_metadata() if in_transaction else None
+
+    def write(index: int) -> None:
+        own = [part for part in moved if part.producer == index]
+        producer = writers.producers[index]
+        _write_positions(settings, own, writers, producer, metadata, in_transaction=in_transaction)
+        if writers.committed is not None:
+            writers.committed[index] = True
+
+    if count == 1 or writers.pool is None:
+        outcome: dict[int, BaseException | None] = {}
+        for index in range(count):
+            write(index)  # one producer: its error is the commit's, raised as it is
+            outcome[index] = None
+        return outcome
+    futures = {index: writers.pool.submit(write, index) for index in range(count)}
+    return {index: future.exception() for index, future in futures.items()}
+
+
+def _gravest(errors: Sequence[BaseException]) -> BaseException:
+    """Of the producers' commit errors, the one the task must act on: one only the user can fix
+    first, then a fence (the task re-opens every producer), then the first."""
+    for kinds in ((NotAuthorizedError, ClusterAuthenticationError), (ProducerFencedError,)):
+        for error in errors:
+            if isinstance(error, kinds):
+                return error
+    return errors[0]
+
+
+def _write_positions(
+    settings: FlowSettings,
+    moved: Sequence[PartitionCopy],
+    writers: Writers,
+    producer: Producer,
+    metadata: Any,
+    *,
+    in_transaction: bool,
 ) -> None:
     """The moved positions, in Connect's offsets topic and the positions group; then the commit."""
-    producer, where = writers.producer, f"flow {settings.name}"
+    where = f"flow {settings.name}"
     # The metadata keeps where the partition's last record landed and the remote topic's ID: a task
     # that opens later can tell a remote topic re-created since even if Kafka kept the group's offsets.
     positions = [
@@ -108,7 +182,6 @@ def _write_positions(
             )
         return
     if positions:
-        metadata = writers.positions.consumer_group_metadata()
         doing = f"{where}: adding the positions to the transaction"
         call(lambda: send_offsets(producer, positions, metadata, doing), doing)
     commit(producer, where)
@@ -160,10 +233,8 @@ def needs_commit(parts: Sequence[PartitionCopy]) -> bool:
     return any(part.moved_since_commit() or part.unsynced is not None for part in parts)
 
 
-def _produce_syncs(producer: Producer, settings: FlowSettings, syncs: list[OffsetSync]) -> None:
-    topic = settings.offset_syncs_topic()
-    for sync in syncs:
-        producer.produce(topic, key=sync.key(), value=sync.value(), partition=0)
+def _produce_sync(producer: Producer, topic: str, sync: OffsetSync) -> None:
+    producer.produce(topic, key=sync.key(), value=sync.value(), partition=0)
 
 
 def _raise_delivery_error(settings: FlowSettings, part: PartitionCopy) -> None:

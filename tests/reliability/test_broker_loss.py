@@ -168,6 +168,7 @@ def test_brokers_lost_one_at_a_time_on_either_side_copy_on_and_lose_and_duplicat
     traffic = Traffic(source, dict.fromkeys(topics, PARTITIONS), per_second=RATE).start()
     config = write_config(tmp_path, source, target, topics, tasks_max=COPY_TASKS)
     run = MirrorRun(config, tmp_path / "run.log", options=("--log-format", "json"))
+    # 100 partitions per task: one producer each (FlowSettings.task_producers), ids task:0 and task:1.
     ids = [f"mirror-A-B-task:{index}" for index in range(COPY_TASKS)]
     outages: list[Outage] = []
     try:

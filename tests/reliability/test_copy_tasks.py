@@ -58,8 +58,16 @@ def test_sigkills_at_random_moments_with_hundreds_of_partitions_lose_and_duplica
         large.produce(topics[1], value=LARGE_VALUE, key=f"large-{i}".encode(), partition=i)
     assert large.flush(60) == 0
     traffic = Traffic(source_cluster, dict.fromkeys(topics, PARTITIONS), per_second=2000).start()
+    # Three producers per task (ids task:0..5): a kill lands between one producer's commit and
+    # another's as often as inside a transaction.
     config = write_config(
-        tmp_path, source_cluster, target_cluster, topics, tasks_max=2, commit_interval_ms=100
+        tmp_path,
+        source_cluster,
+        target_cluster,
+        topics,
+        tasks_max=2,
+        producers_per_task=3,
+        commit_interval_ms=100,
     )
     moments: Counter[str] = Counter()
     try:
@@ -97,7 +105,7 @@ def test_sigkills_at_random_moments_with_hundreds_of_partitions_lose_and_duplica
     reliability(
         "fault",
         f"SIGKILL of `mirror run` at {KILLS} random moments, {TOPICS * PARTITIONS} partitions, "
-        "transactions every 100 ms, Spark state deleted once",
+        "2 tasks of 3 producers, transactions every 100 ms, Spark state deleted once",
         comparison=comparison,
         shown=f"seed {seed}; {', '.join(f'{n} {m}' for m, n in moments.items())}; {aborted:,} records "
         f"in aborted transactions on the target; final run exit {exit_code}",

@@ -1,0 +1,109 @@
+"""A copy task's producers on the target: one or more (FlowSettings.task_producers), each writing
+a share of the task's partitions in a transaction of its own.
+
+librdkafka sends one partition per produce request, with at most five in flight per connection,
+and a commit waits for all of them: a task of hundreds of partitions sends its commit's requests
+through several producers (a connection each) at once. All are opened, begun, and aborted
+together; each commits on its own (mirror.source.transaction), so after a failed commit some
+may be committed and others still open, which `open` records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from confluent_kafka import Consumer, Producer
+
+from mirror.config.flow_settings import FlowSettings
+from mirror.kafka.transactions import abort, call
+from mirror.source.clients import task_writer
+from mirror.source.partition_copy import PartitionCopy
+from mirror.source.transaction import Writers
+
+
+class TaskProducers:
+    def __init__(self, settings: FlowSettings, index: int, parts: Sequence[PartitionCopy]) -> None:
+        self._settings = settings
+        count = settings.task_producers(len(parts))
+        # Dealt in the task's partition order: the same partition has the same producer (and so
+        # the same transactional id) every epoch of the generation.
+        for position, part in enumerate(parts):
+            part.producer = position % count
+        self.ids = [
+            settings.copy_task_transactional_id(index, producer) if settings.exactly_once else None
+            for producer in range(count)
+        ]
+        # Opens and commits the producers' transactions at once.
+        self._pool = ThreadPoolExecutor(count, thread_name_prefix="commit") if count > 1 else None
+        self.producers: list[Producer] | None = None
+        self.open = [False] * count  # per producer: a transaction begun, not committed or aborted
+
+    @property
+    def ready(self) -> bool:
+        return self.producers is not None
+
+    @property
+    def in_transaction(self) -> bool:
+        return any(self.open)
+
+    def describe(self) -> str:
+        """The ids, for the line that says the task took its partitions."""
+        ids = [i for i in self.ids if i is not None]
+        if not ids:
+            return "transactional id none: at-least-once"
+        return f"transactional id{'s' if len(ids) > 1 else ''} {', '.join(ids)}"
+
+    def make(self) -> None:
+        """One producer per id, each initialised: that fences every older holder of the id and
+        settles a commit whose outcome was unknown, so none of ours is open when positions are read."""
+
+        def make(transactional_id: str | None) -> Producer:
+            return task_writer(self._settings, transactional_id)
+
+        self.open = [False] * len(self.ids)
+        if self._pool is None:
+            self.producers = [make(self.ids[0])]
+        else:
+            self.producers = list(self._pool.map(make, self.ids))
+
+    def drop(self) -> None:
+        """Forget every producer: making them again fences the dropped ones and aborts what they held."""
+        self.producers = None
+        self.open = [False] * len(self.ids)
+
+    def begin(self) -> None:
+        """Every producer's transaction (a local step in librdkafka; an empty one commits without
+        a request)."""
+        if not self._settings.exactly_once or self.producers is None:
+            return
+        for index, producer in enumerate(self.producers):
+            if not self.open[index]:
+                call(producer.begin_transaction, f"flow {self._settings.name}: beginning a transaction")
+                self.open[index] = True
+
+    def writers(self, positions: Consumer, sync_producer: Producer | None) -> Writers:
+        assert self.producers is not None  # noqa: S101 - made before copying
+        return Writers(self.producers, positions, sync_producer, self._pool, [False] * len(self.producers))
+
+    def committed(self, writers: Writers) -> None:
+        """After a commit, whole or not: the producers that committed have no transaction open."""
+        done = writers.committed or []
+        self.open = [is_open and not d for is_open, d in zip(self.open, done, strict=True)]
+
+    def abort(self) -> None:
+        """Abort every open transaction; drop all the producers if one is unusable."""
+        if self.producers is not None:
+            usable = True
+            for index, producer in enumerate(self.producers):
+                if self.open[index]:
+                    usable = abort(producer, f"flow {self._settings.name}: aborting") and usable
+            if not usable:
+                self.drop()
+        self.open = [False] * len(self.ids)
+        for producer in self.producers or ():
+            producer.poll(0)  # serve the purged records' reports before they are cleared
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
