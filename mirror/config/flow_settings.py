@@ -41,7 +41,7 @@ class FlowSettings:
     offsets_topic: str = ""
     # Copy tasks: how many, how often each commits a transaction, how long one Spark epoch runs.
     tasks_max: int = 1
-    producers_per_task: int | None = None  # None: task_producers picks from the partition count
+    producers_per_task: int = 1
     commit_interval_ms: int = 100
     epoch_seconds: float = 600.0
     throttle_bytes_per_second: float | None = None  # the whole flow's; its tasks share it
@@ -105,8 +105,7 @@ class FlowSettings:
 
     def copy_task_ids(self) -> int:
         """How many copy-task transactional ids this flow's tasks may hold: the fence's range."""
-        most = (self.producers_per_task or AUTO_PRODUCERS_MAX) if self.exactly_once else 1
-        return self.tasks_max * most
+        return self.tasks_max * (self.producers_per_task if self.exactly_once else 1)
 
     def task_producers(self, partitions: int) -> int:
         """How many transactional producers a task of `partitions` partitions writes through.
@@ -114,15 +113,15 @@ class FlowSettings:
         librdkafka sends one partition per produce request, at most five in flight per
         connection (confluentinc/librdkafka#1700), and a commit waits for every partition's
         records: with hundreds of partitions per task, each carrying a few records per
-        transaction, one producer spends the commit interval in sequential round trips. Several
+        transaction, one producer spends the commit in sequential round trips. Several
         producers (one connection each per broker) send in parallel, each committing its own
-        partitions' records and positions. At-least-once keeps one.
+        partitions' records and positions. The default stays one: on two cores, where the
+        brokers share the CPU, more producers cost more than they saved (README, Sizing).
+        At-least-once keeps one.
         """
-        if not self.exactly_once or partitions <= 1:
+        if not self.exactly_once:
             return 1
-        if self.producers_per_task is not None:
-            return min(self.producers_per_task, partitions)
-        return min(AUTO_PRODUCERS_MAX, -(-partitions // PARTITIONS_PER_PRODUCER))
+        return max(1, min(self.producers_per_task, partitions))
 
     def legacy_transactional_id(self, topic: str, partition: int) -> str:
         """The per-partition id mirror used before copy tasks; fenced once when taking over from it."""
@@ -181,12 +180,6 @@ class FlowSettings:
     @classmethod
     def from_json(cls, text: str) -> FlowSettings:
         return cls(**json.loads(text))
-
-
-# The producers_per_task default: one producer per this many partitions of a task, at most
-# AUTO_PRODUCERS_MAX (`python -m bench --quick --mirror-flow producers_per_task=N` measured them).
-PARTITIONS_PER_PRODUCER = 125
-AUTO_PRODUCERS_MAX = 4
 
 
 def default_tasks_max() -> int:

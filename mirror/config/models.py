@@ -194,9 +194,9 @@ class FlowConfig(_Model):
     use_defaults_from: Literal["target", "source"] = "target"
     # Copy tasks (MM2's tasks.max): None means one per core of the machine running `mirror run`.
     tasks_max: Annotated[int, Field(ge=1, le=1024)] | None = None
-    # Transactional producers per copy task (exactly-once only); None: one per 125 partitions of
-    # the task, at most 4 (mirror.config.flow_settings.task_producers says why).
-    producers_per_task: Annotated[int, Field(ge=1, le=16)] | None = None
+    # Transactional producers per copy task (exactly-once only; mirror.config.flow_settings.
+    # task_producers says when more than one helps).
+    producers_per_task: Annotated[int, Field(ge=1, le=16)] = 1
     # A copy task commits a transaction this often (and sooner when one grows large).
     commit_interval_ms: Annotated[int, Field(ge=1, le=60_000)] = 100
     # The most key and value bytes per second the flow copies, shared equally by its copy tasks.
@@ -229,7 +229,7 @@ class FlowConfig(_Model):
 
     @model_validator(mode="after")
     def _producers_need_transactions(self) -> FlowConfig:
-        if (self.producers_per_task or 1) > 1 and not self.exactly_once:
+        if self.producers_per_task > 1 and not self.exactly_once:
             raise ValueError(
                 f"producers_per_task is {self.producers_per_task}, but an at-least-once copy task "
                 "writes through one idempotent producer; remove producers_per_task, or set "

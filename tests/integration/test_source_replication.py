@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -226,3 +226,41 @@ def test_with_offset_syncs_off_a_flow_copies_and_creates_no_offset_syncs_topic_a
         topics = AdminClient(cluster.properties()).list_topics(timeout=30).topics
         assert not [t for t in topics if t.startswith("mm2-offset-syncs") and suffix in t], sorted(topics)
         assert f"{source_alias}.checkpoints.internal" not in topics
+
+
+def test_a_zombie_holding_any_producer_id_a_copy_task_may_use_is_fenced_when_mirror_starts(
+    source_cluster: KafkaCluster, target_cluster: KafkaCluster, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # Two tasks of four producers may hold task:0..7 (FlowSettings.copy_task_ids). This flow's
+    # tasks own two or three partitions (the heartbeats topic's too), so they use task:0..4 at
+    # most: task:7 is held by no live task, and only the connector's fencing round reaches it.
+    topic = unique_name(request, "fenced-")
+    create_topic(source_cluster.bootstrap_servers, topic, partitions=4)
+    produce_mixed(source_cluster, topic, 400, 4, seed=5)
+    witness = unique_name(request, "zombie-")
+    create_topic(target_cluster.bootstrap_servers, witness, partitions=1)
+    zombie = Producer({**target_cluster.properties(), "transactional.id": "mirror-A-B-task:7"})
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    zombie.produce(witness, value=b"from a zombie")
+    assert zombie.flush(30) == 0  # in the target's log, its transaction open
+
+    config = write_config(
+        tmp_path, source_cluster, target_cluster, [topic], tasks_max=2, producers_per_task=4
+    )
+    run = MirrorRun(config, tmp_path / "run.log")
+    try:
+        wait_until_caught_up(source_cluster, target_cluster, [topic], run)
+        with pytest.raises(KafkaException) as fenced:
+            zombie.commit_transaction(30)
+        assert run.stop() == 0, run.output()[-3000:]
+    finally:
+        run.cleanup()
+    assert fenced.value.args[0].code() in {KafkaError._FENCED, KafkaError.PRODUCER_FENCED}, fenced.value
+    assert read_topic(target_cluster.bootstrap_servers, witness, timeout=30) == {
+        0: []
+    }  # aborted by the fence
+    assert_same_records(
+        read_topic(source_cluster.bootstrap_servers, topic),
+        read_topic(target_cluster.bootstrap_servers, f"A.{topic}"),
+    )
