@@ -31,7 +31,7 @@ from tests.seeding import LARGE_VALUE, produce_mixed
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.reliability]
 
-KILLS = 6
+KILLS = 10
 TOPICS, PARTITIONS = 4, 60  # 240 source partitions, every one receiving records throughout
 KEEP = {"retention.ms": "-1"}
 
@@ -113,6 +113,8 @@ def test_sigkills_at_random_moments_with_hundreds_of_partitions_lose_and_duplica
     assert exit_code == 0, final.output()[-3000:]
     assert comparison.exact, comparison
     assert comparison.checked == 20_006 + produced
+    # The kills hit open transactions: what they held is on the target, aborted, and unread.
+    assert moments["while copying"] == 0 or aborted > 0, moments
 
 
 def test_epoch_after_epoch_under_load_loses_and_duplicates_nothing(
