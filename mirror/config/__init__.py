@@ -10,8 +10,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from mirror.config.cluster import ClusterConfig
     from mirror.config.loader import load_config, render_effective_config
-    from mirror.config.models import ClusterConfig, FlowConfig, MetricsConfig, MirrorConfig, SparkConfig
+    from mirror.config.models import FlowConfig, MetricsConfig, MirrorConfig, SparkConfig
 
 __all__ = [
     "ClusterConfig",
@@ -26,7 +27,7 @@ __all__ = [
 _MODULES = {
     "load_config": "mirror.config.loader",
     "render_effective_config": "mirror.config.loader",
-    "ClusterConfig": "mirror.config.models",
+    "ClusterConfig": "mirror.config.cluster",
     "FlowConfig": "mirror.config.models",
     "MetricsConfig": "mirror.config.models",
     "MirrorConfig": "mirror.config.models",

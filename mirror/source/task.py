@@ -257,7 +257,7 @@ class _CopyTask:
             if messages:
                 if opened_at is None:
                     opened_at = self._began = time.monotonic()
-                    self._begin()
+                    self.writers.begin()
                 errors, copied_bytes = copy_messages(messages, self.writers.producers or (), self.sinks)
                 self._handle(errors)
                 records += len(messages)
@@ -273,11 +273,8 @@ class _CopyTask:
                 opened_at, records, size = None, 0, 0
             self.stats.maybe_send()
 
-    def _begin(self) -> None:
-        self.writers.begin()
-
     def _commit(self) -> None:
-        self._begin()
+        self.writers.begin()  # a commit may come with nothing copied (positions swept) and still writes
         touched = [part for part in self.parts if part.upstream]
         for part, position in zip(touched, consumer_positions(self.source, touched), strict=True):
             part.position = max(part.position, part.upstream[-1] + 1, position)

@@ -85,11 +85,13 @@ def commit_moved(
             part.recreated = True
             raise RemoteRecreatedError(f"{part.where()}: {part.remote_topic}-{part.partition} was re-created")
     syncs = _syncs(parts, touched)
-    writer_of = {(part.topic, part.partition): part.producer for part in parts}
-    syncs_topic = settings.offset_syncs_topic()
+    writer_of = _writer_of(parts, writers) if syncs else {}
+    syncs_topic = settings.offset_syncs_topic() if syncs else ""
     if settings.emit_offset_syncs and settings.offset_syncs_location == "target":
         for sync in syncs:
-            _produce_sync(writers.producers[writer_of[(sync.topic, sync.partition)]], syncs_topic, sync)
+            _produce_sync(
+                writers.producers[writer_of.get((sync.topic, sync.partition), 0)], syncs_topic, sync
+            )
     moved = [part for part in parts if part.moved_since_commit()]
     outcome = _write_all_positions(settings, moved, writers, in_transaction=in_transaction)
     done = {index for index, error in outcome.items() if error is None}
@@ -102,13 +104,21 @@ def commit_moved(
     if writers.sync_producer is not None and syncs:
         # MM2's order: syncs follow the data they describe, never precede it.
         for sync in syncs:
-            if writer_of[(sync.topic, sync.partition)] in done:
+            if writer_of.get((sync.topic, sync.partition), 0) in done:
                 _produce_sync(writers.sync_producer, syncs_topic, sync)
         writers.sync_producer.poll(0)
     failures = [error for error in outcome.values() if error is not None]
     if failures:
         raise _gravest(failures)
     return records
+
+
+def _writer_of(parts: Sequence[PartitionCopy], writers: Writers) -> dict[tuple[str, int], int]:
+    """Which producer writes each partition; empty with one producer (every partition is its),
+    so a commit with one producer builds no map over a thousand partitions."""
+    if len(writers.producers) == 1:
+        return {}
+    return {(part.topic, part.partition): part.producer for part in parts}
 
 
 def _write_all_positions(

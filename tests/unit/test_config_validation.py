@@ -9,7 +9,8 @@ import pytest
 from mirror.cli import main
 from mirror.client import MirrorClient
 from mirror.config import load_config
-from mirror.config.models import ClusterConfig, MirrorConfig
+from mirror.config.cluster import ClusterConfig
+from mirror.config.models import MirrorConfig
 from mirror.errors import ConfigError
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "bad_configs"
