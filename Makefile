@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install setup jars schemas demo test test-unit reliability bench bench-quick lint format dashboards dashboard-picture docker-constraints clean
+.PHONY: install setup jars schemas toxiproxy demo test test-unit reliability soak bench bench-quick lint format dashboards dashboard-picture docker-constraints clean
 
 $(BIN)/mirror: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,11 @@ schemas: $(BIN)/mirror
 	@ls $(COMPOSE_SPEC_DIR)/docker_compose-1.29.2-*.whl >/dev/null 2>&1 || \
 		$(BIN)/pip download --quiet --no-deps --dest $(COMPOSE_SPEC_DIR) docker-compose==1.29.2
 
+## toxiproxy: Shopify's TCP fault proxy, built with Go (network partitions in the tests, `bench --wan`)
+toxiproxy: $(BIN)/mirror
+	@$(BIN)/python -c "from mirror.local.toxiproxy import server_binary; server_binary()" 2>/dev/null || \
+		go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.5.0
+
 ## demo: start local clusters A and B, write sample orders into A, replicate A->B until Ctrl-C
 demo: setup
 	$(BIN)/mirror local up
@@ -39,10 +44,10 @@ demo: setup
 TEST_WORKERS ?= 2
 
 ## test: the whole suite, integration tests included (they start their own brokers); the solo modules run last, alone
-test: setup
+test: setup toxiproxy
 	@status=0; \
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not solo" || status=$$?; \
-	$(BIN)/python -m pytest -m solo || status=$$?; \
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not solo and not soak" || status=$$?; \
+	$(BIN)/python -m pytest -m "solo and not soak" || status=$$?; \
 	exit $$status
 
 ## test-unit: pure-Python tests only, seconds
@@ -50,8 +55,12 @@ test-unit: $(BIN)/mirror schemas
 	$(BIN)/python -m pytest tests/unit
 
 ## reliability: the fault, bad-input and security suite alone; rewrites docs/reliability.md (~15 min)
-reliability: setup
-	MIRROR_RELIABILITY_REPORT=docs/reliability.md $(BIN)/python -m pytest -m reliability
+reliability: setup toxiproxy
+	MIRROR_RELIABILITY_REPORT=docs/reliability.md $(BIN)/python -m pytest -m "reliability and not soak"
+
+## soak: the long drills on replicated clusters (a rolling restart of the source, the KRaft controllers killed, a broker of each side down ten minutes; ~35 min)
+soak: setup toxiproxy
+	$(BIN)/python -m pytest -m soak -s
 
 $(VENV)/.bench: $(BIN)/mirror pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev,bench]'

@@ -20,6 +20,7 @@ from mirror.local.cluster import LocalCluster, NodePorts, cluster_specs, start_c
 from mirror.local.environment import start_brokers
 from mirror.local.jars import KAFKA_VERSION, kafka_libs
 from mirror.local.ports import free_port
+from mirror.local.toxiproxy import Proxy, Toxiproxy, wan_listener
 
 # An authorizer that allows everything unless an ACL says otherwise, so ACL sync has ACLs to sync.
 AUTHORIZER = {
@@ -39,6 +40,13 @@ class KafkaCluster:
     broker: LocalBroker | None = None  # the broker process, for fault tests (local backend only)
     security: Mapping[str, str] = field(default_factory=dict)  # SASL client properties (admin)
     nodes: LocalCluster | None = None  # every node, for replicated clusters' fault tests
+    proxies: tuple[Proxy, ...] = ()  # a Toxiproxy link per node, where the cluster has them
+
+    @property
+    def proxied_bootstrap_servers(self) -> str:
+        """Through the proxies: a client that bootstraps here fetches and produces through them."""
+        assert self.proxies, f"cluster {self.alias} has no proxies"
+        return ",".join(proxy.address for proxy in self.proxies)
 
     @property
     def pid(self) -> int | None:
@@ -62,11 +70,25 @@ def local_clusters(aliases: tuple[str, ...], root: Path) -> Iterator[list[KafkaC
 
 @contextmanager
 def replicated_clusters(
-    aliases: tuple[str, ...], root: Path, *, brokers: int = 3
+    aliases: tuple[str, ...], root: Path, *, brokers: int = 3, toxiproxy: Toxiproxy | None = None
 ) -> Iterator[list[KafkaCluster]]:
     """Clusters of `brokers` nodes each (RF 3, min ISR 2), from the launcher `mirror local up
-    --brokers 3` uses; each node can be stopped, killed and started alone."""
+    --brokers 3` uses; each node can be stopped, killed and started alone. With `toxiproxy`, each
+    node also listens behind a proxy of its own (KafkaCluster.proxies), for network faults."""
     libs = kafka_libs()
+    proxies: dict[str, list[Proxy]] = {alias: [] for alias in aliases}
+
+    def behind_a_proxy(alias: str) -> Callable[[NodePorts], Mapping[str, str]] | None:
+        if toxiproxy is None:
+            return None
+
+        def listener(node: NodePorts) -> Mapping[str, str]:
+            proxy = toxiproxy.proxy(f"{alias}-{node.node_id}", upstream_port=free_port())
+            proxies[alias].append(proxy)
+            return wan_listener(node.port, node.controller_port, proxy.upstream_port, proxy.listen_port)
+
+        return listener
+
     clusters = [
         LocalCluster(
             cluster_specs(
@@ -74,6 +96,7 @@ def replicated_clusters(
                 root / alias,
                 [NodePorts(n, free_port(), free_port()) for n in range(1, brokers + 1)],
                 overrides=AUTHORIZER,
+                node_overrides=behind_a_proxy(alias),
             ),
             libs,
         )
@@ -81,7 +104,10 @@ def replicated_clusters(
     ]
     start_clusters(clusters)
     try:
-        yield [KafkaCluster(c.alias, c.bootstrap_servers, libs, nodes=c) for c in clusters]
+        yield [
+            KafkaCluster(c.alias, c.bootstrap_servers, libs, nodes=c, proxies=tuple(proxies[c.alias]))
+            for c in clusters
+        ]
     finally:
         # Their data is thrown away: SIGKILL, not a controlled shutdown of six nodes (about 30 s).
         for cluster in clusters:

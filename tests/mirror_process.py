@@ -150,9 +150,18 @@ def source_ends(source: KafkaCluster, topics: list[str]) -> dict[tuple[str, int]
 
 
 def source_partitions(source: KafkaCluster, topics: list[str]) -> list[tuple[str, int]]:
-    """Every partition of `topics` on the source: one metadata request (callers poll with it)."""
-    metadata = AdminClient(source.properties()).list_topics(timeout=30)
-    return [(topic, p) for topic in topics for p in metadata.topics[topic].partitions]
+    """Every partition of `topics` on the source (callers poll with the list). Asked again until
+    every topic is there: a broker of a replicated cluster may not know a topic just created yet."""
+    admin = AdminClient(source.properties())
+    deadline = time.monotonic() + 30
+    while True:
+        metadata = admin.list_topics(timeout=30)
+        missing = [topic for topic in topics if topic not in metadata.topics]
+        if not missing:
+            return [(topic, p) for topic in topics for p in metadata.topics[topic].partitions]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{source.alias} does not know {missing[:3]} 30 s after they were made")
+        time.sleep(0.2)
 
 
 def _retrying(ask: Callable[[], T], timeout: float = 60) -> T:

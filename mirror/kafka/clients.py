@@ -115,7 +115,8 @@ def wait_until_reachable(properties: Mapping[str, str], *, timeout_seconds: floa
     if expired is not None:
         raise ClusterTlsError(f"{what}: {expired}")
     seen: list[KafkaError] = []
-    admin = AdminClient({**_QUIET, **properties, "error_cb": seen.append})
+    logged = _LoggedLines()
+    admin = AdminClient({**properties, "error_cb": seen.append, "logger": logged.logger})
     deadline = time.monotonic() + timeout_seconds
     last: Exception | None = None
     while True:
@@ -137,11 +138,59 @@ def wait_until_reachable(properties: Mapping[str, str], *, timeout_seconds: floa
             raise ClusterTlsError(f"{what}: {explain_certificate_failure(properties, refused.str())}")
         if time.monotonic() >= deadline:
             connection = next((e for e in reversed(seen) if e.code() != KafkaError._ALL_BROKERS_DOWN), None)
-            raise ClusterUnreachableError(
-                f"{what}: no Kafka broker answered at {bootstrap} within {timeout_seconds:g}s "
-                f"({_reason(connection or last)}); "
-                f"{_hint(connection)}"
+            raise _unreachable(
+                f"{what}: no Kafka broker answered at {bootstrap} within {timeout_seconds:g}s",
+                properties,
+                connection,
+                last,
+                logged.lines,
             )
+
+
+def _unreachable(
+    said: str,
+    properties: Mapping[str, str],
+    connection: KafkaError | None,
+    last: Exception | None,
+    logged: list[str],
+) -> ClusterUnreachableError:
+    """`said` with what the attempts ran into and what to check."""
+    hung_up = _hung_up_on_first_request(logged)
+    protocol = properties.get("security.protocol", "plaintext").lower()
+    if hung_up is not None and connection is None and protocol in ("plaintext", "sasl_plaintext"):
+        return ClusterUnreachableError(
+            f"{said} ({hung_up}); the listener there seems to speak TLS: set security.protocol to SSL (or "
+            "SASL_SSL) with the ssl.* properties, or use the cluster's plaintext port (or, behind a proxy, "
+            "check the broker it forwards to)"
+        )
+    return ClusterUnreachableError(f"{said} ({_reason(connection or last)}); {_hint(connection)}")
+
+
+class _LoggedLines(logging.Handler):
+    """What librdkafka logs while a client tries to reach a cluster. A connection the broker closes
+    at the first request (a TLS listener meeting a plaintext client) reaches no error callback,
+    only its log; the lines also go on to mirror.librdkafka, as every client's do."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+        # Not registered with logging: its records reach this handler alone, at every level.
+        self.logger = logging.Logger(LIBRDKAFKA_LOG.name, logging.DEBUG)
+        self.logger.addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+        if LIBRDKAFKA_LOG.isEnabledFor(record.levelno):
+            LIBRDKAFKA_LOG.handle(record)
+
+
+def _hung_up_on_first_request(lines: list[str]) -> str | None:
+    """librdkafka's words for a broker that closed the connection at the client's first request
+    (ApiVersion), without the log line's prefix; None if no broker did."""
+    for line in reversed(lines):
+        if "closed by peer" in line and "APIVERSION_QUERY" in line:
+            return line.split("]: ", 1)[-1]
+    return None
 
 
 def _hint(error: KafkaError | None) -> str:

@@ -36,12 +36,22 @@ def cluster_specs(
     *,
     cluster_id: str | None = None,
     overrides: Mapping[str, str] | None = None,
+    node_overrides: Callable[[NodePorts], Mapping[str, str]] | None = None,
 ) -> list[BrokerSpec]:
     """The specs of every node of one cluster; one node keeps the single-node layout (its directory
-    is the cluster's), more nodes live in `node-<id>` below it and share a cluster id."""
+    is the cluster's), more nodes live in `node-<id>` below it and share a cluster id.
+    `node_overrides` adds settings of a node's own (a second listener on its own port)."""
     base = BrokerSpec(alias, directory, 0, 0, dict(overrides or {}))
+
+    def own(node: NodePorts) -> dict[str, str]:
+        return {**base.overrides, **(node_overrides(node) if node_overrides else {})}
+
     if len(nodes) == 1:
-        return [replace(base, port=nodes[0].port, controller_port=nodes[0].controller_port)]
+        return [
+            replace(
+                base, port=nodes[0].port, controller_port=nodes[0].controller_port, overrides=own(nodes[0])
+            )
+        ]
     voters = tuple((node.node_id, node.controller_port) for node in nodes)
     shared_id = cluster_id or new_cluster_id()
     return [
@@ -53,6 +63,7 @@ def cluster_specs(
             node_id=node.node_id,
             voters=voters,
             cluster_id=shared_id,
+            overrides=own(node),
         )
         for node in nodes
     ]

@@ -46,8 +46,8 @@ def server_binary() -> Path:
 
 
 def wan_listener(port: int, controller_port: int, wan_port: int, proxy_port: int) -> dict[str, str]:
-    """Broker settings (BrokerSpec.overrides) for a single plaintext broker that also listens on
-    `wan_port` and advertises `proxy_port` there: the proxy forwards proxy_port to wan_port."""
+    """Broker settings (BrokerSpec.overrides) for one plaintext node that also listens on `wan_port`
+    and advertises `proxy_port` there: the proxy forwards proxy_port to wan_port."""
     return {
         "listeners": (
             f"PLAINTEXT://{HOST}:{port},{WAN_LISTENER}://{HOST}:{wan_port},CONTROLLER://{HOST}:{controller_port}"
@@ -127,6 +127,19 @@ class Toxiproxy:
     def set_enabled(self, proxy: Proxy, enabled: bool) -> None:
         """Disabled, the proxy closes its connections and refuses new ones: a network partition."""
         self._call("POST", f"/proxies/{proxy.name}", {"enabled": enabled})
+
+    def black_hole(self, proxy: Proxy, on: bool) -> None:
+        """On, every byte either way is dropped and no connection is closed, new ones included: a
+        network partition as a WAN link has it, where requests time out rather than fail at once.
+        Off, Toxiproxy closes the connections the toxic held (their bytes are lost) and lets new
+        ones through: clients connect anew."""
+        for stream in ("upstream", "downstream"):
+            name = f"black-hole-{stream}"
+            if on:
+                toxic = {"name": name, "type": "timeout", "stream": stream, "attributes": {"timeout": 0}}
+                self._call("POST", f"/proxies/{proxy.name}/toxics", toxic)
+            else:
+                self._call("DELETE", f"/proxies/{proxy.name}/toxics/{name}")
 
     def stop(self) -> None:
         if self._process.poll() is None:

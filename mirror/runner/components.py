@@ -23,6 +23,7 @@ from mirror.config.models import FlowConfig
 from mirror.errors import ReplicationError
 from mirror.heartbeat.job import start_heartbeat_query
 from mirror.metrics import CheckpointMetrics, HeartbeatMetrics
+from mirror.runner.cluster_answers import Silence
 from mirror.runner.progress import FlowProgress, LagReader
 from mirror.source.connector import SourceConnector
 from mirror.source.job import start_copy_query
@@ -59,6 +60,8 @@ class Flow:
     connector: SourceConnector
     stop_file: Path
     lag: LagReader
+    # Whether the source and the target answer (one line when one stops, one when it is back).
+    answers: tuple[Silence, Silence]
     progress: FlowProgress = field(default_factory=FlowProgress)
     components: list[Component] = field(default_factory=list)
     # Groups last seen with members on the target, reported once when they become so.

@@ -14,11 +14,10 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from mirror.errors import FlowTakenOverError, MirrorError
 from mirror.metrics import RunMetrics
 from mirror.runner.components import Flow
+from mirror.source.lease import RENEW_SECONDS
 from mirror.verify.job import verify_flow
 
 log = logging.getLogger(__name__)
-
-LEASE_RENEW_SECONDS = 2.0
 
 
 def schedule_flow_jobs(
@@ -71,7 +70,7 @@ def schedule_flow_jobs(
             lambda: changes.labels(name, "acls").inc(sync.sync_acls()),
             "topic ACL sync",
         ),
-        (True, LEASE_RENEW_SECONDS, flow.lease.renew, "lease renewal"),
+        (True, RENEW_SECONDS, flow.lease.renew, "lease renewal"),
     ]
     for enabled, seconds, job, what in jobs:
         if enabled:

@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from mirror.config.flow_settings import FlowSettings
 from mirror.errors import MirrorError
@@ -95,6 +95,8 @@ def stats_handler(
     return handle
 
 
+T = TypeVar("T")
+
 # A lag read older than this is no longer the lag: shown as unknown, its series dropped.
 LAG_STALE_SECONDS = 30.0
 
@@ -119,6 +121,10 @@ class LagReader:
         )
         self._latest: dict[tuple[str, int], int] | None = None
         self._read_at: float | None = None
+        # Since when a request to the source waits or has failed with no answer since (None while
+        # it answers), and what the last one that failed ran into: cluster_answers reports it.
+        self.source_unanswered_since: float | None = None
+        self.source_problem: str | None = None
 
     @property
     def latest(self) -> dict[tuple[str, int], int] | None:
@@ -136,7 +142,7 @@ class LagReader:
         """Read the lag now (on the scheduler: it blocks while a cluster is away). `selected` lists
         the source partitions the flow selects; `copied` are those it copies now."""
         try:
-            self._latest = self.read(selected(), copied)
+            self._latest = self.read(self._ask_source(selected), copied)
             self._read_at = time.monotonic()
         except MirrorError as exc:
             log.debug("flow %s: lag not read: %s", self._settings.name, exc)
@@ -145,13 +151,26 @@ class LagReader:
         self, selected: Collection[tuple[str, int]], copied: Collection[tuple[str, int]]
     ) -> dict[tuple[str, int], int]:
         s = self._settings
-        ends = last_stable_offsets(self._source_admin, selected)
+        ends = self._ask_source(lambda: last_stable_offsets(self._source_admin, selected))
         # Only partitions being copied have a position; the others have copied nothing yet.
         remote = [(s.remote_topic(t), p) for t, p in copied if (t, p) in ends]
         positions = committed_positions(self._positions, remote)
         return {
             (t, p): max(0, end - positions.get((s.remote_topic(t), p), 0)) for (t, p), end in ends.items()
         }
+
+    def _ask_source(self, ask: Callable[[], T]) -> T:
+        """`ask()` of the source, noting whether it answered; the target's part of a read (the
+        positions) is not the source's, and a target away must not look like a silent source."""
+        if self.source_unanswered_since is None:
+            self.source_unanswered_since = time.monotonic()
+        try:
+            answer = ask()
+        except MirrorError as exc:
+            self.source_problem = str(exc)
+            raise
+        self.source_unanswered_since, self.source_problem = None, None
+        return answer
 
     def close(self) -> None:
         self._positions.close()

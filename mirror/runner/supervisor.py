@@ -32,6 +32,7 @@ from mirror.config.models import FlowConfig, MirrorConfig
 from mirror.errors import ConfigError, FlowTakenOverError, MirrorError
 from mirror.kafka.clients import check_properties, wait_until_reachable
 from mirror.metrics import CheckpointMetrics, HeartbeatMetrics, RunMetrics, SourceMetrics, serve
+from mirror.runner.cluster_answers import SOURCE_LATE_SECONDS, TARGET_LATE_SECONDS, Silence
 from mirror.runner.components import (
     USER_ERRORS,
     Component,
@@ -43,7 +44,7 @@ from mirror.runner.components import (
     on_heartbeat_round,
     query_error,
 )
-from mirror.runner.flow_jobs import LEASE_RENEW_SECONDS, schedule_flow_jobs
+from mirror.runner.flow_jobs import schedule_flow_jobs
 from mirror.runner.progress import LagReader, percentile, stats_handler
 from mirror.source.connector import SourceConnector
 from mirror.source.stats import StatsServer
@@ -53,7 +54,6 @@ from mirror.topics.sync import TopicSync
 
 log = logging.getLogger("mirror")
 
-UNANSWERED_SECONDS = 4 * LEASE_RENEW_SECONDS
 PROGRESS_SECONDS = 5.0
 DRAIN_SECONDS = 60.0
 ROUNDS_DELAY_SECONDS = 15.0
@@ -277,7 +277,11 @@ class Supervisor:
         # Takes the lease, fences every copy task of earlier runs, then publishes the assignment.
         connector = SourceConnector(settings, topic_sync, flow_dir, self._out)
         connector.start()
-        return Flow(settings, flow_config, topic_sync, connector, stop_file, LagReader(settings))
+        answers = (
+            Silence(settings.name, "source", settings.source, SOURCE_LATE_SECONDS, self._out),
+            Silence(settings.name, "target", settings.target, TARGET_LATE_SECONDS, self._out),
+        )
+        return Flow(settings, flow_config, topic_sync, connector, stop_file, LagReader(settings), answers)
 
     def _schedule(self, scheduler: BackgroundScheduler, flow: Flow) -> None:
         schedule_flow_jobs(scheduler, flow, self._run_metrics, self._fail, lag_seconds=PROGRESS_SECONDS)
@@ -342,10 +346,15 @@ class Supervisor:
             if latencies
             else ""
         )
-        silent = time.monotonic() - flow.lease.last_renewed
+        now = time.monotonic()
+        source, target = flow.answers
+        source.check(flow.lag.source_unanswered_since, flow.lag.source_problem, now)
+        # Renewals never stop: the last one that committed is where a silence starts.
+        target.check(flow.lease.last_renewed, flow.lease.problem, now)
+        silent = now - flow.lease.last_renewed
         health = (
             f"; {flow.settings.target} not answering for {silent:.0f}s, retrying"
-            if silent > UNANSWERED_SECONDS
+            if silent > TARGET_LATE_SECONDS
             else ""
         )
         groups = f", {flow.checkpointed_groups} groups checkpointed" if flow.checkpointed_groups else ""

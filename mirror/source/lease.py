@@ -29,6 +29,8 @@ MARK_READ_SECONDS = 30.0
 # How long taking the lease may keep retrying a target that answers slowly: right after it created
 # 10,000 remote partitions, a bench target took more than init_transactions' 60 s once.
 TAKE_SECONDS = 300.0
+# How often `mirror run` renews the lease: the flow's heartbeat with its target.
+RENEW_SECONDS = 2.0
 
 
 class FlowLease:
@@ -44,6 +46,7 @@ class FlowLease:
         self._owner_reader = flow_mark_reader(settings)
         # When the target last answered; renewals are the flow's heartbeat with its target.
         self.last_renewed = time.monotonic()
+        self.problem: str | None = None  # what the last renewal that failed ran into
         self._unfinished = False
         self._needs_init = False
         self._failures = 0
@@ -132,11 +135,12 @@ class FlowLease:
                 self._abort_unfinished()
             self._commit_mark()
             self.last_renewed = time.monotonic()
-            self._failures = 0
+            self._failures, self.problem = 0, None
         except ProducerStuckError as exc:
             self._retake_unless_taken_over(str(exc))
         except KafkaException as exc:
             self._failures += 1
+            self.problem = exc.args[0].str()
             log.debug("flow %s: lease renewal failed: %s", self._settings.name, exc.args[0].str())
             # Fatal: fenced. Failing again and again: a target that answers again may have expired
             # the transaction this producer still holds open, and it never recovers on its own.

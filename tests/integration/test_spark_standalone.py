@@ -26,7 +26,7 @@ from tests.mirror_process import (
     wait_until_copying,
     write_config,
 )
-from tests.reliability.traffic import Traffic, compare_topics, process_tree
+from tests.reliability.traffic import Traffic, compare_topics, process_alive, process_tree
 from tests.seeding import produce_mixed
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -62,12 +62,15 @@ class Standalone:
         used = [_cpu_ticks(worker.pid) - start for worker, start in zip(self.workers, before, strict=True)]
         return used.index(max(used))
 
-    def kill_worker(self, index: int) -> None:
-        """SIGKILL a worker and everything under it (its executor): the machine is gone."""
-        for pid in reversed(process_tree(self.workers[index].pid)):
+    def kill_worker(self, index: int) -> dict[int, str]:
+        """SIGKILL a worker and everything under it (its executor): the machine is gone. Returns
+        the processes killed, by pid, with their command lines."""
+        killed = {pid: _command_line(pid) for pid in process_tree(self.workers[index].pid)}
+        for pid in reversed(killed):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         self.workers[index].wait(timeout=30)
+        return killed
 
 
 @pytest.fixture(scope="module")
@@ -134,6 +137,17 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]
                 process.kill()
 
 
+def _command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _still_running(pids: dict[int, str]) -> list[int]:
+    return [pid for pid in pids if process_alive(pid)]
+
+
 def _cpu_ticks(root: int) -> int:
     total = 0
     for pid in process_tree(root):
@@ -184,7 +198,11 @@ def test_copy_tasks_run_and_log_on_the_workers_and_a_worker_killed_mid_copy_leav
             r"INFO mirror\.source\.task: \[A->B source task \d .*\] took \d+ partitions", logged
         ), logged[-3000:]
         # Kill the worker whose executor is copying: the one whose processes burn the most CPU.
-        standalone.kill_worker(standalone.busiest_worker())
+        killed = standalone.kill_worker(standalone.busiest_worker())
+        # Shown to have happened before the flow is checked: an executor was among the processes
+        # killed, and every one of them is gone.
+        assert any("CoarseGrainedExecutorBackend" in command for command in killed.values()), killed
+        assert_eventually(lambda: _still_running(killed) == [], timeout=30)
         # The flow goes on: more records are copied after the kill, by the surviving worker.
         wait_until_copying(source_cluster, target_cluster, [topic], run, more=2000, timeout=240)
         produced = traffic.stop()

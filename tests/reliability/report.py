@@ -1,8 +1,10 @@
 """What the reliability suite saw, written as docs/reliability.md (`make reliability`).
 
-Each fault test records the records it checked and what was lost, duplicated or reordered; each
-bad-input and security case records the message the user was shown. The report is written at the
-end of the session, with every test's pass or fail, when MIRROR_RELIABILITY_REPORT names a file.
+Each fault test records what mirror does about the fault, the records it checked and what was
+lost, duplicated or reordered, and its figures (records copied meanwhile, the longest stall); each
+bad-input and security case records the message the user was shown. Every row names its test. The
+report is written at the end of the session, with every test's pass or fail, when
+MIRROR_RELIABILITY_REPORT names a file.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class Entry:
     comparison: Comparison | None = None
     shown: str = ""
     exit_code: int | None = None
+    does: str = ""  # what mirror does about the fault
 
 
 @dataclass
@@ -45,10 +48,13 @@ class ReliabilityReport:
         comparison: Comparison | None = None,
         shown: str = "",
         exit_code: int | None = None,
+        does: str = "",
     ) -> None:
         if section not in SECTIONS:
             raise ValueError(f"unknown report section {section!r}; use one of {', '.join(SECTIONS)}")
-        self.entries.append(Entry(section, case, nodeid, comparison, shown, exit_code))
+        if section == "fault" and not does:
+            raise ValueError(f"fault {case!r}: say what mirror does about it (does=...)")
+        self.entries.append(Entry(section, case, nodeid, comparison, shown, exit_code, does))
 
     def markdown(self) -> str:
         lines = [
@@ -66,21 +72,26 @@ class ReliabilityReport:
             lines += ["", f"## {title}", ""]
             if section == "fault":
                 lines += [
-                    "| fault | records checked | lost | duplicated | partitions out of order | "
-                    "what mirror said | result |",
-                    "|---|---:|---:|---:|---:|---|---|",
+                    "| fault | what mirror does | proved by | records checked | lost | duplicated | "
+                    "partitions out of order | figures, and what mirror said | result |",
+                    "|---|---|---|---:|---:|---:|---:|---|---|",
                 ]
                 for e in entries:
                     c = e.comparison or Comparison(0, 0, 0, 0)
                     lines.append(
-                        f"| {e.case} | {c.checked:,} | {c.lost:,} | {c.duplicated:,} | {c.out_of_order:,} | "
-                        f"{_cell(e.shown)} | {self._result(e)} |"
+                        f"| {e.case} | {_cell(e.does)} | {_test(e.nodeid)} | {c.checked:,} | {c.lost:,} | "
+                        f"{c.duplicated:,} | {c.out_of_order:,} | {_cell(e.shown)} | {self._result(e)} |"
                     )
             else:
-                lines += ["| case | exit code | message shown | result |", "|---|---:|---|---|"]
+                lines += [
+                    "| case | proved by | exit code | message shown | result |",
+                    "|---|---|---:|---|---|",
+                ]
                 for e in entries:
                     code = "" if e.exit_code is None else str(e.exit_code)
-                    lines.append(f"| {e.case} | {code} | {_cell(e.shown)} | {self._result(e)} |")
+                    lines.append(
+                        f"| {e.case} | {_test(e.nodeid)} | {code} | {_cell(e.shown)} | {self._result(e)} |"
+                    )
         return "\n".join(lines) + "\n"
 
     def _result(self, entry: Entry) -> str:
@@ -92,6 +103,12 @@ class ReliabilityReport:
     def write(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(self.markdown(), encoding="utf-8")
+
+
+def _test(nodeid: str) -> str:
+    """`tests/reliability/test_x.py::test_y[param]` -> `test_x.py::test_y`, as code."""
+    module, _, name = nodeid.rpartition("::")
+    return f"`{module.rsplit('/', 1)[-1]}::{name.split('[', 1)[0]}`" if module else f"`{nodeid}`"
 
 
 def _cell(text: str) -> str:

@@ -83,6 +83,10 @@ def test_a_broker_killed_and_restarted_mid_stream_loses_and_duplicates_nothing(
     reliability(
         "fault",
         f"{which.capitalize()} broker SIGKILLed mid-stream, restarted {DOWN_SECONDS} s later",
+        does=(
+            "the open transaction is aborted and the task retries until the broker answers, then resumes "
+            "from the committed positions; the driver says the cluster is not answering"
+        ),
         comparison=comparison,
         shown=(said[0][:200] if said else "-") + f"; exit {exit_code}",
     )
@@ -137,6 +141,10 @@ def test_a_target_frozen_longer_than_the_transaction_timeout_loses_and_duplicate
         "fault",
         f"Target broker frozen (SIGSTOP) for over {STALL_SECONDS} s, longer than the "
         f"{TRANSACTION_TIMEOUT_MS // 1000} s transaction timeout, then resumed",
+        does=(
+            "the coordinator aborts the transaction that outlived its timeout; the task's commit is "
+            "refused, it re-opens its producer and reads the positions back"
+        ),
         comparison=comparison,
         shown=(said[-1][:200] if said else "-") + f"; exit {exit_code}",
     )

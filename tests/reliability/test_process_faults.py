@@ -61,6 +61,10 @@ def test_sigkill_of_python_workers_mid_transaction_loses_and_duplicates_nothing(
     reliability(
         "fault",
         f"SIGKILL of a Spark Python worker copying a range, {len(killed)} times",
+        does=(
+            "Spark runs the task again; its producer, on the same transactional id, aborts the dead one's "
+            "open transaction and it resumes from the committed positions"
+        ),
         comparison=comparison,
         shown=(notices[0][:200] if notices else "nothing: Spark retried the task") + f"; exit {exit_code}",
     )
@@ -108,6 +112,10 @@ def test_two_instances_of_one_flow_fence_each_other_and_nothing_is_copied_twice(
     reliability(
         "fault",
         "Two `mirror run` instances of the same flow (the older one is a zombie)",
+        does=(
+            "the later instance takes the flow over and fences the earlier one's producers; the earlier "
+            "stops with one line and exit 3"
+        ),
         comparison=comparison,
         shown=f"first instance, exit 3: {lines[0]}",
     )

@@ -21,7 +21,7 @@ from tests.helpers import create_topic, unique_name
 from tests.kafka_backends import KafkaCluster
 from tests.mirror_process import MirrorRun, replicate_until_caught_up, wait_until_copying, write_config
 from tests.reliability.conftest import Record
-from tests.reliability.traffic import Traffic, compare_topics, process_tree
+from tests.reliability.traffic import Traffic, compare_topics, process_alive, process_tree
 from tests.seeding import produce_mixed
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.reliability]
@@ -37,16 +37,6 @@ def _unit_settings() -> dict[str, str]:
             key, _, value = line.partition("=")
             settings[key.strip()] = value.strip()
     return settings
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie waits to be reaped by its parent: it is gone for systemd's purposes.
-    stat = Path(f"/proc/{pid}/stat")
-    return stat.exists() and stat.read_text().split(") ", 1)[1].split()[0] != "Z"
 
 
 def test_the_units_stop_ends_mirror_cleanly_before_its_timeout_and_loses_nothing(
@@ -79,7 +69,7 @@ def test_the_units_stop_ends_mirror_cleanly_before_its_timeout_and_loses_nothing
             stuck = run.output()[-3000:]
             pytest.fail(f"mirror outlived TimeoutStopSec={timeout:g}; systemd would SIGKILL it: {stuck}")
         stop_seconds = time.monotonic() - signalled
-        leftovers = [pid for pid in service if _alive(pid)]
+        leftovers = [pid for pid in service if process_alive(pid)]
         for pid in leftovers:  # what systemd SIGKILLs once the main process is gone
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -92,6 +82,10 @@ def test_the_units_stop_ends_mirror_cleanly_before_its_timeout_and_loses_nothing
     reliability(
         "fault",
         "systemd's stop of docker/systemd/mirror.service (KillMode=mixed) while copying",
+        does=(
+            "SIGTERM reaches the driver, which ends the copy tasks after their commit and exits 0 before "
+            "TimeoutStopSec"
+        ),
         comparison=comparison,
         shown=f"exit {exit_code} after {stop_seconds:.1f} s, {len(leftovers)} processes left for SIGKILL",
     )

@@ -63,6 +63,10 @@ def test_partitions_added_and_a_new_topic_mid_stream_are_copied_whole(
     reliability(
         "fault",
         "Partitions added to a source topic (2 to 4) and a new matching topic (3 partitions), mid-stream",
+        does=(
+            "the topic refresh finds the new partitions and topic, grows and creates the remote topics and "
+            "hands the partitions to the copy tasks"
+        ),
         comparison=comparison,
         shown=f"remote topics grew to 4 and 3 partitions; exit {exit_code}",
     )
@@ -128,6 +132,10 @@ def test_records_deleted_on_the_source_before_copying_are_reported(
         "fault",
         f"Source retention deleted 40 records before they were copied (on_source_truncation: {policy})",
         # The 40 are gone from the source too; what is checked is that everything else arrived once.
+        does=(
+            "the gap is found when the position falls off the log; it is reported with the lost offsets, "
+            "and the flow goes on or stops as on_source_truncation says"
+        ),
         comparison=_compare_values(expected, copied),
         shown=(said[0].split(" ERROR ")[-1][:240] if said else "nothing") + f"; exit {exit_code}",
     )
@@ -179,6 +187,7 @@ def test_a_remote_topic_deleted_while_running_is_copied_again_or_reported(
         reliability(
             "fault",
             "Remote topic deleted on the target while running (on_remote_topic_deleted: fail)",
+            does="the flow stops with one line naming the partition and the setting that would copy it again",
             shown=f"{errors[0] if errors else 'nothing'}; exit {exit_code}",
         )
         assert exit_code == 1, run.output()[-3000:]
@@ -192,6 +201,10 @@ def test_a_remote_topic_deleted_while_running_is_copied_again_or_reported(
     reliability(
         "fault",
         "Remote topic deleted on the target while running (on_remote_topic_deleted: recopy)",
+        does=(
+            "the empty remote topic with no position is found and the partition is copied into it again "
+            "from the source's first offset"
+        ),
         comparison=comparison,
         shown=f"{said[0][:240]}; exit {exit_code}",
     )

@@ -110,6 +110,10 @@ def test_a_rolling_restart_onto_this_build_with_other_settings_loses_and_duplica
         "fault",
         f"rolling restart from build {OLD_BUILD} (SIGTERM) onto this one, tasks_max 2 -> 3, "
         "Spark state deleted",
+        does=(
+            "the new build resumes from the positions the old one committed in Kafka (not from Spark's "
+            "state), fencing the old build's producer ids"
+        ),
         comparison=comparison,
         shown="both runs exit 0; the new one resumed from the positions in Kafka",
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -115,6 +116,19 @@ def process_tree(root_pid: int) -> list[int]:
         tree.append(pid)
         stack.extend(children.get(pid, []))
     return tree
+
+
+def process_alive(pid: int) -> bool:
+    """Whether `pid` still runs; a zombie, dead and waiting for its parent to reap it, does not."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return stat.read_text().rsplit(") ", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False  # gone between the two looks
 
 
 def _children() -> dict[int, list[int]]:

@@ -2,7 +2,7 @@
 or cannot be decided yet: never a re-copy, never a skip (mirror.source.start).
 
 The clients are fakes answering as confluent-kafka does; what they answer is what a 3-broker
-target said while one broker was down (tests/reliability/test_broker_loss.py runs it for real).
+target said while one broker was down (tests/reliability/test_replicated_faults.py runs it for real).
 """
 
 from __future__ import annotations
