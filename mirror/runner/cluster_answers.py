@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
+from mirror.config.flow_settings import FlowSettings
 from mirror.runner.progress import LAG_STALE_SECONDS
 from mirror.source.lease import RENEW_SECONDS
 
@@ -55,3 +56,11 @@ class Silence:
         elif unanswered_since is None or unanswered_since > self._since:
             self._out(f"flow {self._flow}: {self._cluster} answers again, after {now - self._since:.0f}s")
             self._since = None
+
+
+def flow_silences(settings: FlowSettings, out: Callable[[str], None]) -> tuple[Silence, Silence]:
+    """The flow's source and target, each with its own limit."""
+    return (
+        Silence(settings.name, "source", settings.source, SOURCE_LATE_SECONDS, out),
+        Silence(settings.name, "target", settings.target, TARGET_LATE_SECONDS, out),
+    )

@@ -70,6 +70,13 @@ class Flow:
     failing_heartbeats: set[str] = field(default_factory=set)
     checkpointed_groups: int = 0
 
+    def check_clusters(self, now: float) -> None:
+        """Say once if the source or the target stopped answering, and once when it is back."""
+        source, target = self.answers
+        source.check(self.lag.source_unanswered_since, self.lag.source_problem, now)
+        # Renewals never stop: the last one that committed is where a silence starts.
+        target.check(self.lease.last_renewed, self.lease.problem, now)
+
     @property
     def lease(self) -> FlowLease:
         assert self.connector.lease is not None, "the lease is taken when the flow starts"  # noqa: S101

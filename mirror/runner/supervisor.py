@@ -32,7 +32,7 @@ from mirror.config.models import FlowConfig, MirrorConfig
 from mirror.errors import ConfigError, FlowTakenOverError, MirrorError
 from mirror.kafka.clients import check_properties, wait_until_reachable
 from mirror.metrics import CheckpointMetrics, HeartbeatMetrics, RunMetrics, SourceMetrics, serve
-from mirror.runner.cluster_answers import SOURCE_LATE_SECONDS, TARGET_LATE_SECONDS, Silence
+from mirror.runner.cluster_answers import TARGET_LATE_SECONDS, flow_silences
 from mirror.runner.components import (
     USER_ERRORS,
     Component,
@@ -277,10 +277,7 @@ class Supervisor:
         # Takes the lease, fences every copy task of earlier runs, then publishes the assignment.
         connector = SourceConnector(settings, topic_sync, flow_dir, self._out)
         connector.start()
-        answers = (
-            Silence(settings.name, "source", settings.source, SOURCE_LATE_SECONDS, self._out),
-            Silence(settings.name, "target", settings.target, TARGET_LATE_SECONDS, self._out),
-        )
+        answers = flow_silences(settings, self._out)
         return Flow(settings, flow_config, topic_sync, connector, stop_file, LagReader(settings), answers)
 
     def _schedule(self, scheduler: BackgroundScheduler, flow: Flow) -> None:
@@ -347,10 +344,7 @@ class Supervisor:
             else ""
         )
         now = time.monotonic()
-        source, target = flow.answers
-        source.check(flow.lag.source_unanswered_since, flow.lag.source_problem, now)
-        # Renewals never stop: the last one that committed is where a silence starts.
-        target.check(flow.lease.last_renewed, flow.lease.problem, now)
+        flow.check_clusters(now)
         silent = now - flow.lease.last_renewed
         health = (
             f"; {flow.settings.target} not answering for {silent:.0f}s, retrying"
