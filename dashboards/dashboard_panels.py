@@ -139,6 +139,10 @@ def overview() -> Dashboard:
                     "{{flow}} truncated",
                 ),
                 Query(
+                    or_zero(f"sum by (flow) (mirror_source_copied_then_lost_records_total{{{f}}})", f),
+                    "{{flow}} copied, then lost by the source",
+                ),
+                Query(
                     or_zero(
                         "sum by (flow, operation) "
                         f'(increase(mirror_background_jobs_total{{{f}, outcome="failed"}}[{RATE}]))',

@@ -77,6 +77,13 @@ class SourceMetrics:
             partition_labels,
             registry=registry,
         )
+        self.copied_then_lost = Counter(
+            "mirror_source_copied_then_lost_records",
+            "Source offsets already copied that the source log then lost (an unclean leader election "
+            "truncated it); the target keeps those records",
+            partition_labels,
+            registry=registry,
+        )
         self.errors = Counter("mirror_errors", "Errors by kind", ("flow", "kind"), registry=registry)
         self.throttle = Gauge(
             "mirror_source_throttle_bytes_per_second",
@@ -108,6 +115,8 @@ class SourceMetrics:
                 self.record_age.labels(flow, topic).set(max(ages.values()))
         for key, records in message["truncated"].items():
             self.truncated.labels(*self._labels(flow, key)).inc(records)
+        for key, records in message["copied_then_lost"].items():
+            self.copied_then_lost.labels(*self._labels(flow, key)).inc(records)
         self.fenced.labels(flow).inc(message["fenced"])
         if message["throttled"]:
             self.throttle_wait.labels(flow).inc(message["throttled"])

@@ -23,6 +23,11 @@ class PartitionCopy:
     # Next source offset to copy; `committed` is the same as last committed on the target.
     position: int = 0
     committed: int | None = None
+    # The source leader epoch of the record (or marker) before `position`, -1 if unknown: a consumer
+    # that starts at the position with it finds out if the source log lost what was copied (KIP-320).
+    epoch: int = -1
+    # The ID of the source topic the task reads (KIP-516): an epoch is only of that topic's log.
+    source_topic_id: str | None = None
     # The open transaction's records: source offsets in order and, as reports arrive, where
     # each landed on the target (-1 for a failed delivery).
     upstream: list[int] = field(default_factory=list)

@@ -19,11 +19,21 @@ from mirror.kafka.offsets import commit_positions, committed_positions
 log = logging.getLogger(__name__)
 
 
-def position_metadata(landed: int, topic_id: str | None) -> str:
+def position_metadata(
+    landed: int, topic_id: str | None, epoch: int = -1, source_topic_id: str | None = None
+) -> str:
     """A position's metadata, written with it in each copy transaction: where the partition's last
-    copied record landed on the target (`d=`) and the ID of the remote topic it landed in (`t=`),
-    which tells a remote topic deleted and re-created since from the same topic (KIP-516)."""
-    return f"d={landed}" + (f";t={topic_id}" if topic_id else "")
+    copied record landed on the target (`d=`), the ID of the remote topic it landed in (`t=`),
+    which tells a remote topic deleted and re-created since from the same topic (KIP-516), and the
+    source leader epoch of the last record before the position (`e=`) with the ID of the source
+    topic it is of (`s=`): with them the consumer checks that the source log still holds what was
+    copied (KIP-320), which says nothing once the source topic is a new one."""
+    fields = [f"d={landed}"]
+    if topic_id:
+        fields.append(f"t={topic_id}")
+    if epoch >= 0 and source_topic_id:
+        fields += [f"e={epoch}", f"s={source_topic_id}"]
+    return ";".join(fields)
 
 
 def _fields(metadata: str) -> dict[str, str]:
@@ -35,6 +45,17 @@ def landed_offset(metadata: str) -> int:
     -1 if it does not say (written by MM2, `mirror offsets`, or a build before `d=`)."""
     landed = _fields(metadata).get("d", "")
     return int(landed) if landed.isdigit() else -1
+
+
+def recorded_epoch(metadata: str, source_topic_id: str | None) -> int:
+    """The source leader epoch committed with the position, if it is of `source_topic_id` (the
+    source topic now); -1 if not recorded, or recorded for a topic since deleted and made again,
+    whose epochs started over."""
+    fields = _fields(metadata)
+    epoch = fields.get("e", "")
+    if not epoch.isdigit() or source_topic_id is None or fields.get("s") != source_topic_id:
+        return -1
+    return int(epoch)
 
 
 def recorded_topic_id(metadata: str) -> str | None:

@@ -151,8 +151,9 @@ def next_messages(source: SourceReads, most: int, wait_seconds: float) -> list[M
     return [first, *source.consume(most - 1, 0)]
 
 
-def consumer_positions(source: SourceReads, sinks: Sequence[CopySink]) -> list[int]:
-    """The consumer's position per sink's partition, in order; -1 where it has none yet.
+def consumer_positions(source: SourceReads, sinks: Sequence[CopySink]) -> list[tuple[int, int]]:
+    """The consumer's position per sink's partition, in order, with the source leader epoch of
+    what it read last; (-1, -1) where it has none yet.
 
     Past the last record returned, it also moves over aborted records and transaction markers,
     which are never returned: a copied position may end there.
@@ -161,7 +162,10 @@ def consumer_positions(source: SourceReads, sinks: Sequence[CopySink]) -> list[i
     if not request:
         return []
     positions = call(lambda: source.position(request), "reading the consumer's positions")
-    return [tp.offset if tp.offset >= 0 else -1 for tp in positions]
+    return [
+        (tp.offset, tp.leader_epoch if tp.leader_epoch is not None else -1) if tp.offset >= 0 else (-1, -1)
+        for tp in positions
+    ]
 
 
 Record = tuple[bytes | None, bytes | None, int, list[tuple[str, bytes | None]] | None]

@@ -1,4 +1,4 @@
-"""Where a copy task starts each partition, and what it does when the source lost records.
+"""Where a copy task starts each partition (what it does when the source lost records: mirror.source.losses).
 
 The positions group on the target is the truth: after the task's producer is initialised (every
 older holder of its transactional id fenced), what it says was committed was copied. A partition
@@ -22,7 +22,7 @@ from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 
 from mirror.config.flow_settings import FlowSettings
-from mirror.errors import KafkaClientError, RemoteTopicDeletedError, SourceTruncatedError
+from mirror.errors import KafkaClientError, RemoteTopicDeletedError
 from mirror.flow.offsets_store import read_to_end
 from mirror.flow.source_offsets import CONNECTOR_NAME, decode_key, decode_value
 from mirror.kafka.admin import topic_ids
@@ -34,8 +34,8 @@ from mirror.kafka.offsets import (
 )
 from mirror.kafka.transactions import RetriableError
 from mirror.source.partition_copy import PartitionCopy
-from mirror.source.partition_reads import holds_no_committed_record, seek, watermarks
-from mirror.source.positions import landed_offset, recorded_topic_id
+from mirror.source.partition_reads import holds_no_committed_record, seek
+from mirror.source.positions import landed_offset, recorded_epoch, recorded_topic_id
 
 log = logging.getLogger(__name__)
 Report = Callable[[str, str], None]  # (event kind, one-line message) for the driver's output
@@ -65,13 +65,16 @@ def read_positions(
                 "waiting for topic sync to create it"
             )
         part.remote_topic_id = ids[part.remote_topic]
+    sources = topic_ids(source_admin, {part.topic for part in parts}, what=settings.source)
     committed = committed_with_metadata(positions, [(p.remote_topic, p.partition) for p in parts])
     recreated = _recreated(parts, committed, target_admin)
     missing = [p for p in parts if (p.remote_topic, p.partition) not in committed or p in recreated]
     for part in parts:
         found = committed.get((part.remote_topic, part.partition))
+        part.source_topic_id, part.epoch = sources.get(part.topic), -1
         if found is not None and part not in recreated:
             part.position = part.committed = found[0]
+            part.epoch = recorded_epoch(found[1], part.source_topic_id)
             # Carried forward, so a commit that moves the position without copying (past records the
             # source lost) still says where the partition's last record landed (`mirror verify`).
             part.last_downstream = max(part.last_downstream, landed_offset(found[1]))
@@ -210,45 +213,6 @@ def _recopy(settings: FlowSettings, part: PartitionCopy, low: int, proof: str, r
         f"and re-created; copying {part.topic}-{part.partition} into it again from offset {low}",
     )
     return low
-
-
-def skip_lost_records(
-    settings: FlowSettings, part: PartitionCopy, source: Consumer, source_admin: AdminClient, report: Report
-) -> int:
-    """The source no longer has the partition's position: retention deleted records before they were
-    copied, or the topic was deleted and re-created. Returns where copying goes on, per
-    `on_source_truncation`; the records skipped are counted and reported, never skipped silently."""
-    low, stable = watermarks(
-        source, part.topic, part.partition, doing=f"{part.where()}: reading the source watermarks"
-    )
-    # The log's end, undecided transactions included: the read_committed end lags behind it while
-    # a transaction's markers wait (a leader moving), which is no proof of a shorter log.
-    high = max(
-        stable, high_watermarks(source_admin, [(part.topic, part.partition)])[(part.topic, part.partition)]
-    )
-    position = part.position
-    if low <= position <= high:
-        return position  # back in range (a leader change); nothing was lost
-    if position > high:
-        message = (
-            f"{part.where()}: the source partition now ends at offset {high}, below the {position} records "
-            "already copied: the topic was deleted and re-created"
-        )
-        remedy = "set on_source_truncation: continue to copy the new topic from its start"
-        lost = 0
-    else:
-        lost = low - position
-        message = (
-            f"{part.where()}: {lost} records (offsets {position}..{low - 1}) were deleted on the source "
-            "before they were copied (retention or topic re-created)"
-        )
-        remedy = f"set on_source_truncation: continue to go on from offset {low}"
-    if settings.on_source_truncation == "fail":
-        raise SourceTruncatedError(f"{message}; {remedy}")
-    log.error("%s; continuing from offset %d", message, low, extra=part.log_fields())
-    report("truncated", f"{message}; continuing from offset {low}")
-    part.truncated += lost
-    return int(low)
 
 
 def seek_to_position(source: Consumer, part: PartitionCopy) -> None:

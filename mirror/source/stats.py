@@ -31,6 +31,8 @@ class TaskStats:
     task: int
     records: dict[str, list[int]] = field(default_factory=dict)  # "topic:partition" -> [records, bytes]
     truncated: dict[str, int] = field(default_factory=dict)
+    # Offsets copied that the source log then lost (an unclean leader election), per partition.
+    copied_then_lost: dict[str, int] = field(default_factory=dict)
     ages: dict[str, float] = field(default_factory=dict)  # per partition: oldest record's age at commit
     latencies: list[float] = field(default_factory=list)  # per transaction: oldest record to commit
     transactions: int = 0
@@ -54,6 +56,7 @@ class TaskStats:
             "task": self.task,
             "records": self.records,
             "truncated": self.truncated,
+            "copied_then_lost": self.copied_then_lost,
             "ages": self.ages,
             "latencies": self.latencies,
             "transactions": self.transactions,
@@ -70,6 +73,7 @@ class TaskStats:
         return not (
             self.records
             or self.truncated
+            or self.copied_then_lost
             or self.events
             or self.aborted
             or self.fenced

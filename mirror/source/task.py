@@ -36,9 +36,15 @@ from mirror.flow.ownership import flow_mark_reader, stop_if_flow_taken_over
 from mirror.kafka.transactions import AbortableError, RetriableError
 from mirror.logs import log_context, partition_names
 from mirror.source.clients import RareClients, positions_reader, source_reader, sync_writer
+from mirror.source.losses import (
+    go_on_after_truncation,
+    same_source_topic,
+    skip_lost_records,
+    truncation_point,
+)
 from mirror.source.partition_copy import PartitionCopy
 from mirror.source.record_copy import ConsumeError, consumer_positions, copy_messages, next_messages
-from mirror.source.start import read_positions, seek_to_position, skip_lost_records
+from mirror.source.start import read_positions, seek_to_position
 from mirror.source.stats import StatsSender
 from mirror.source.task_producers import TaskProducers
 from mirror.source.task_spec import CopyTaskSpec, TaskSummary
@@ -84,6 +90,15 @@ def run_copy_task(settings: FlowSettings, spec: CopyTaskSpec) -> TaskSummary:
             extra=_owned(spec),
         )
         return summary
+
+
+def _start_of(part: PartitionCopy) -> TopicPartition:
+    """Where the consumer starts `part`. With the epoch committed, librdkafka checks that the source
+    log still holds what was copied before it reads on (KIP-320): a log that an unclean leader
+    election truncated fails the check, rather than being read from the same offsets as if new."""
+    if part.epoch < 0:
+        return TopicPartition(part.topic, part.partition, part.position)
+    return TopicPartition(part.topic, part.partition, part.position, leader_epoch=part.epoch)
 
 
 def _owned(spec: CopyTaskSpec) -> dict[str, list[str]]:
@@ -218,7 +233,7 @@ class _CopyTask:
             report=self._report,
         )
         # Through new consumers (SplitReader.assign): the old ones could name positions past the abort.
-        self.source.assign([TopicPartition(p.topic, p.partition, p.position) for p in self.parts])
+        self.source.assign([_start_of(part) for part in self.parts])
 
     def _copy(self) -> str:
         settings, parts = self.settings, self.parts
@@ -276,8 +291,11 @@ class _CopyTask:
     def _commit(self) -> None:
         self.writers.begin()  # a commit may come with nothing copied (positions swept) and still writes
         touched = [part for part in self.parts if part.upstream]
-        for part, position in zip(touched, consumer_positions(self.source, touched), strict=True):
-            part.position = max(part.position, part.upstream[-1] + 1, position)
+        for part, (position, epoch) in zip(touched, consumer_positions(self.source, touched), strict=True):
+            copied_to = part.upstream[-1] + 1
+            part.position = max(part.position, copied_to, position)
+            # The epoch of the consumer's position, which is past the last record copied.
+            part.epoch = epoch if position >= copied_to else -1
         writers = self.writers.writers(self.positions, self.sync_producer)
         try:
             once, stats = self.settings.exactly_once, self.stats.current
@@ -297,20 +315,30 @@ class _CopyTask:
 
     def _sweep_positions(self) -> None:
         """Positions the consumer moved past aborted records and markers, with no record to copy."""
-        for part, position in zip(self.parts, consumer_positions(self.source, self.parts), strict=True):
+        positions = consumer_positions(self.source, self.parts)
+        for part, (position, epoch) in zip(self.parts, positions, strict=True):
             if not part.upstream and position > part.position:
-                part.position = position
+                part.position, part.epoch = position, epoch
 
     def _handle(self, errors: list[ConsumeError]) -> None:
         for error in errors:
             part = self.sinks[(error.topic, error.partition)]
             if error.out_of_range:
-                if part.upstream:
-                    part.position = part.upstream[-1] + 1
                 reader = self.source.reader_of(part.topic, part.partition)
-                part.position = skip_lost_records(
-                    self.settings, part, reader, self.rare.source_admin, self._report
-                )
+                diverged = truncation_point(error.error)
+                if diverged is not None and same_source_topic(self.settings, part, self.rare.source_admin):
+                    # Raises if the open transaction holds records of the lost tail: the task goes
+                    # back to the committed position, whose check finds the truncation again.
+                    part.position = go_on_after_truncation(
+                        self.settings, part, diverged, self.stats.current, self._report
+                    )
+                else:
+                    if part.upstream:
+                        part.position = part.upstream[-1] + 1
+                    part.position = skip_lost_records(
+                        self.settings, part, reader, self.rare.source_admin, self._report
+                    )
+                part.epoch = -1
                 seek_to_position(reader, part)
             elif error.retriable:
                 # librdkafka keeps fetching the partition (a leader moving, a topic being deleted

@@ -168,13 +168,16 @@ def _write_positions(
     """The moved positions, in Connect's offsets topic and the positions group; then the commit."""
     where = f"flow {settings.name}"
     # The metadata keeps where the partition's last record landed and the remote topic's ID: a task
-    # that opens later can tell a remote topic re-created since even if Kafka kept the group's offsets.
+    # that opens later can tell a remote topic re-created since even if Kafka kept the group's offsets;
+    # and the source leader epoch, with which it checks the source log still holds what was copied.
     positions = [
         TopicPartition(
             part.remote_topic,
             part.partition,
             part.position,
-            metadata=position_metadata(part.downstream_end(), part.remote_topic_id),
+            metadata=position_metadata(
+                part.downstream_end(), part.remote_topic_id, part.epoch, part.source_topic_id
+            ),
         )
         for part in moved
     ]

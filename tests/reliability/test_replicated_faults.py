@@ -6,11 +6,13 @@ records reaching the target while a broker is down."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import subprocess
 import threading
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -19,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import ElectionType, TopicPartition
+import yaml
+from confluent_kafka import ElectionType, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirror.local.toxiproxy import Proxy, Toxiproxy
@@ -27,12 +30,14 @@ from tests.helpers import assert_eventually
 from tests.kafka_backends import KafkaCluster, replicated_clusters
 from tests.mirror_process import (
     MirrorRun,
+    assert_alive,
     source_partitions,
     total_copied,
     wait_until_caught_up,
     wait_until_copying,
     write_config,
 )
+from tests.records import compare_records, read_topic
 from tests.reliability.conftest import Record
 from tests.reliability.traffic import Traffic, compare_topics
 
@@ -641,3 +646,125 @@ def _committed(
         return copied
 
     return assert_eventually(answered, timeout=120, interval=1)
+
+
+UNCLEAN_PARTITIONS, UNCLEAN_RECORDS = 4, 400  # records per phase, over the partitions
+UNCLEAN_DOES = (
+    "finds the source log shorter than its position (the consumer checks the committed leader epoch, "
+    "KIP-320), says which offsets the source lost and the target keeps, counts them in "
+    "mirror_source_copied_then_lost_records_total, and copies the source's new records from where its "
+    "log now ends"
+)
+
+
+@pytest.mark.parametrize("mirror_down", [False, True], ids=["running", "restarted"])
+def test_an_unclean_leader_election_on_the_source_is_reported_and_its_new_records_copied_once(
+    replicated: list[KafkaCluster], tmp_path: Path, reliability: Record, mirror_down: bool
+) -> None:
+    """A source partition's only in-sync replica lost after `mirror` copied its last records, and a
+    replica that lacked them elected leader (unclean.leader.election.enable): the source log now ends
+    below the flow's position, and the records it takes next reuse the lost offsets. They must be
+    copied, none skipped as if copied and none of the older records copied twice, and the loss said
+    once per partition and counted. `running`: `mirror run` copies through it; `restarted`: it is
+    stopped before and started after, so the check comes from the committed position."""
+    source, target = replicated
+    assert source.nodes is not None
+    leader, follower = sorted(source.nodes.brokers)[:2]
+    topic = f"unclean-{'restarted' if mirror_down else 'running'}-{time.monotonic_ns() % 10**6}"
+    admin = AdminClient(source.properties())
+    new = NewTopic(
+        topic,
+        num_partitions=UNCLEAN_PARTITIONS,
+        replica_assignment=[[leader, follower]] * UNCLEAN_PARTITIONS,
+        config={"unclean.leader.election.enable": "true", "min.insync.replicas": "1"},
+    )
+    admin.create_topics([new], operation_timeout=60)[topic].result(timeout=60)
+    _produce_phase(source, topic, "copied")
+    config = write_config(tmp_path, source, target, [topic])
+    port = yaml.safe_load(config.read_text())["metrics"]["port"]
+    run = MirrorRun(config, tmp_path / "run.log")
+    try:
+        wait_until_caught_up(source, target, [topic], run)
+        source.nodes.kill_broker(follower)
+        _wait_for_partitions(admin, topic, lambda p: p.isrs == [leader], "the follower out of the ISR")
+        _produce_phase(source, topic, "lost")  # on the leader alone
+        wait_until_caught_up(source, target, [topic], run)
+        copied = read_topic(source.bootstrap_servers, topic)
+        if mirror_down:
+            assert run.stop() == 0, run.output()[-3000:]
+        source.nodes.kill_broker(leader)
+        source.nodes.broker(follower).start()
+        source.nodes.broker(follower).wait_until_ready(300)
+        # Kafka elects the follower by itself: the topic allows an unclean election.
+        _wait_for_partitions(admin, topic, lambda p: p.leader == follower, "the follower elected")
+        _produce_phase(source, topic, "new")  # at offsets the lost records had
+        if mirror_down:
+            run = MirrorRun(config, tmp_path / "run.log")
+        source.nodes.start_broker(leader, timeout_seconds=300)
+        source.nodes.wait_until_in_sync()
+        now = read_topic(source.bootstrap_servers, topic)
+        # The target keeps what it copied; after it come the records the source took since.
+        kept = {p: len(_common_prefix(copied[p], now[p])) for p in now}
+        expected = {p: copied[p] + now[p][kept[p] :] for p in now}
+        lost = sum(len(copied[p]) - kept[p] for p in now)
+        assert lost > 0 and all(len(now[p]) > kept[p] for p in now), (kept, lost)
+        remote = f"A.{topic}"
+
+        def copied_all() -> None:
+            assert_alive(run)
+            ends = {p: len(records) for p, records in read_topic(target.bootstrap_servers, remote).items()}
+            assert ends == {p: len(records) for p, records in expected.items()}, ends
+
+        assert_eventually(copied_all, timeout=180, interval=2)
+        counted = _metric_sum(port, "mirror_source_copied_then_lost_records_total", topic)
+        exit_code = run.stop()
+    finally:
+        run.cleanup()
+    comparison = compare_records(expected, read_topic(target.bootstrap_servers, remote))
+    said = [line for line in run.output().splitlines() if "unclean leader election" in line and topic in line]
+    said_for = {p for p in now if any(f"{topic}-{p}:" in line for line in said)}
+    reliability(
+        "fault",
+        f"Unclean leader election on the source after the lost records were copied ({UNCLEAN_PARTITIONS} "
+        f"partitions, RF 2, mirror {'stopped and started again' if mirror_down else 'running'})",
+        does=UNCLEAN_DOES,
+        comparison=comparison,
+        shown=f"{lost} offsets lost on the source, kept on the target; said for {len(said_for)} partitions; "
+        f"counted {counted:g}; exit {exit_code}",
+    )
+    assert exit_code == 0, run.output()[-3000:]
+    assert comparison.exact, comparison
+    assert said_for == set(now), said[:4]
+    assert counted == lost
+
+
+def _produce_phase(cluster: KafkaCluster, topic: str, phase: str) -> None:
+    """UNCLEAN_RECORDS records spread over the partitions, each value naming its phase."""
+    producer = Producer(cluster.properties(acks="all"))
+    for n in range(UNCLEAN_RECORDS):
+        value, key = f"{phase}-{n}".encode(), str(n).encode()
+        producer.produce(topic, value, key=key, partition=n % UNCLEAN_PARTITIONS)
+    assert producer.flush(60) == 0
+
+
+def _wait_for_partitions(admin: AdminClient, topic: str, holds: Callable[[Any], bool], what: str) -> None:
+    def held() -> None:
+        partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions.values()
+        states = [(p.leader, p.isrs) for p in partitions]
+        assert all(holds(p) for p in partitions), f"waiting for {what}: (leader, ISR) {states}"
+
+    assert_eventually(held, timeout=120, interval=0.5)
+
+
+def _common_prefix(first: list[Any], second: list[Any]) -> list[Any]:
+    return list(itertools.takewhile(lambda pair: pair[0] == pair[1], zip(first, second, strict=False)))
+
+
+def _metric_sum(port: int, name: str, topic: str) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(name + "{") and f'topic="{topic}"' in line
+    )

@@ -20,13 +20,16 @@ from confluent_kafka.admin import AdminClient
 from mirror.config.flow_settings import FlowSettings
 from mirror.errors import MirrorError
 from mirror.kafka.transactions import RetriableError
+from mirror.source.losses import go_on_after_truncation, skip_lost_records, truncation_point
 from mirror.source.partition_copy import PartitionCopy
-from mirror.source.positions import landed_offset, position_metadata, recorded_topic_id
-from mirror.source.start import read_positions, skip_lost_records
+from mirror.source.positions import landed_offset, position_metadata, recorded_epoch, recorded_topic_id
+from mirror.source.start import read_positions
+from mirror.source.stats import TaskStats
 from tests.unit.flows import flow_a_to_b
 
 TOPIC_ID = "AAAAAAAAAAEAAAAAAAAAAg"
 NEW_TOPIC_ID = "AAAAAAAAAAMAAAAAAAAABA"
+SOURCE_TOPIC_ID = "AAAAAAAAAAUAAAAAAAAABg"
 SOURCE_EARLIEST = 7  # where a re-copy starts: no other decision lands there
 
 
@@ -118,13 +121,14 @@ def start(
     *,
     settings: FlowSettings | None = None,
     remote: object | None = None,
+    source_ids: Mapping[str, str] | None = None,
 ) -> list[tuple[str, str]]:
     reports: list[tuple[str, str]] = []
     read_positions(
         settings or flow(),
         parts,
         positions=cast(Consumer, positions),
-        source_admin=cast(AdminClient, FakeAdmin({}, earliest=SOURCE_EARLIEST)),
+        source_admin=cast(AdminClient, FakeAdmin(source_ids or {}, earliest=SOURCE_EARLIEST)),
         remote=cast(Consumer, remote or NoRemoteReads()),
         target_admin=cast(AdminClient, target),
         report=lambda kind, message: reports.append((kind, message)),
@@ -139,6 +143,64 @@ def test_a_position_carries_where_its_last_record_landed_and_the_remote_topics_i
     # Written before topic IDs, by MM2 or `mirror offsets`: no ID, and maybe no landing either.
     assert (landed_offset("d=41"), recorded_topic_id("d=41")) == (41, None)
     assert (landed_offset(""), recorded_topic_id("")) == (-1, None)
+
+
+def test_a_position_carries_the_source_leader_epoch_of_the_source_topic_it_was_read_from() -> None:
+    metadata = position_metadata(41, TOPIC_ID, 7, SOURCE_TOPIC_ID)
+    assert (landed_offset(metadata), recorded_topic_id(metadata)) == (41, TOPIC_ID)
+    assert recorded_epoch(metadata, SOURCE_TOPIC_ID) == 7
+    # The source topic deleted and made again: its epochs start over and say nothing of this log.
+    assert recorded_epoch(metadata, NEW_TOPIC_ID) == -1
+    assert recorded_epoch(position_metadata(41, TOPIC_ID), SOURCE_TOPIC_ID) == -1  # unknown: no check
+    assert recorded_epoch("d=41;t=" + TOPIC_ID, SOURCE_TOPIC_ID) == -1  # written before epochs were
+
+
+def test_the_committed_epoch_checks_the_source_log_only_while_the_source_topic_is_the_same() -> None:
+    target = FakeAdmin({"A.orders": TOPIC_ID})
+    committed = FakePositions({0: (500, position_metadata(41, TOPIC_ID, 7, SOURCE_TOPIC_ID))})
+    same, recreated = part(), part()
+    start([same], committed, target, source_ids={"orders": SOURCE_TOPIC_ID})
+    start([recreated], committed, target, source_ids={"orders": NEW_TOPIC_ID})
+    assert (same.position, same.epoch, same.source_topic_id) == (500, 7, SOURCE_TOPIC_ID)
+    # A new source topic: no epoch, so its shorter log is taken for what it is (on_source_truncation).
+    assert (recreated.position, recreated.epoch, recreated.source_topic_id) == (500, -1, NEW_TOPIC_ID)
+
+
+# What librdkafka 2.16 said when an unclean leader election left the source log at 50 under a
+# position of 100 (auto.offset.reset=error), seen against a 3-broker cluster here.
+TRUNCATED = (
+    "Partition log truncation detected at offset 100 (leader epoch 0): broker end offset is 50 "
+    "(offset leader epoch 0). Reset to INVALID.: Local: Partition log truncation detected (broker 2)"
+)
+
+
+def test_a_truncated_source_log_is_told_from_records_deleted_by_retention() -> None:
+    assert truncation_point(KafkaError(KafkaError._AUTO_OFFSET_RESET, TRUNCATED)) == 50
+    retention = "fetch failed due to requested offset not available on the broker: Offset out of range"
+    assert truncation_point(KafkaError(KafkaError._AUTO_OFFSET_RESET, retention)) is None
+    # A re-created topic has no epoch at or below the position's: not a truncation of this log.
+    no_epoch = "No epoch found less or equal to offset 100 (leader epoch 9): broker end offset is -1"
+    assert truncation_point(KafkaError(KafkaError._AUTO_OFFSET_RESET, no_epoch)) is None
+
+
+def test_records_copied_then_lost_by_the_source_are_reported_and_the_copy_goes_on_where_it_ends() -> None:
+    copied, stats, reports = part(), TaskStats("A->B", 0), []
+    copied.position = 100
+    at = go_on_after_truncation(flow(), copied, 50, stats, lambda kind, line: reports.append((kind, line)))
+    assert at == 50  # the source's next record lands at 50: copied, not skipped
+    assert stats.copied_then_lost == {"orders:0": 50}
+    assert [kind for kind, _ in reports] == ["truncated"]
+    assert "offsets already copied (50..99)" in reports[0][1] and "unclean leader election" in reports[0][1]
+
+
+def test_a_truncation_under_the_open_transaction_aborts_it_and_one_past_the_copied_loses_nothing() -> None:
+    copied, stats = part(), TaskStats("A->B", 0)
+    copied.position, copied.upstream = 100, [100, 101, 102]
+    with pytest.raises(RetriableError, match="under records of the open transaction"):
+        go_on_after_truncation(flow(), copied, 101, stats, lambda *_: None)
+    # Only records not read yet were lost: go on after the last one copied, nothing reported.
+    assert go_on_after_truncation(flow(), copied, 103, stats, lambda *_: None) == 103
+    assert stats.copied_then_lost == {}
 
 
 def test_a_transaction_whose_markers_wait_for_a_new_leader_is_no_proof_of_a_recreated_topic() -> None:

@@ -18,6 +18,7 @@ def _stats(
         "flow": "A->B",
         "records": records,
         "truncated": {},
+        "copied_then_lost": {},
         "ages": ages,
         "latencies": [],
         "transactions": 1,

@@ -1,0 +1,112 @@
+"""What a copy task does when the source lost records: deleted before they were copied (retention,
+a topic deleted and made again), or lost after they were copied (an unclean leader election
+truncated the log). Either is counted and reported, never passed over in silence.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from confluent_kafka import Consumer, KafkaError
+from confluent_kafka.admin import AdminClient
+
+from mirror.config.flow_settings import FlowSettings
+from mirror.errors import SourceTruncatedError
+from mirror.kafka.admin import topic_ids
+from mirror.kafka.offsets import high_watermarks
+from mirror.kafka.transactions import RetriableError
+from mirror.source.partition_copy import PartitionCopy
+from mirror.source.partition_reads import watermarks
+from mirror.source.start import Report
+from mirror.source.stats import TaskStats
+
+log = logging.getLogger(__name__)
+# librdkafka's words when the leader's log ends below a position it validated (KIP-320): with
+# auto.offset.reset=error it stops the partition and says where the log now ends.
+_TRUNCATED = re.compile(r"log truncation detected at .*?broker end offset is (\d+)", re.IGNORECASE)
+
+
+def skip_lost_records(
+    settings: FlowSettings, part: PartitionCopy, source: Consumer, source_admin: AdminClient, report: Report
+) -> int:
+    """The source no longer has the partition's position: retention deleted records before they were
+    copied, or the topic was deleted and re-created. Returns where copying goes on, per
+    `on_source_truncation`; the records skipped are counted and reported, never skipped silently."""
+    low, stable = watermarks(
+        source, part.topic, part.partition, doing=f"{part.where()}: reading the source watermarks"
+    )
+    # The log's end, undecided transactions included: the read_committed end lags behind it while
+    # a transaction's markers wait (a leader moving), which is no proof of a shorter log.
+    high = max(
+        stable, high_watermarks(source_admin, [(part.topic, part.partition)])[(part.topic, part.partition)]
+    )
+    position = part.position
+    if low <= position <= high:
+        return position  # back in range (a leader change); nothing was lost
+    if position > high:
+        message = (
+            f"{part.where()}: the source partition now ends at offset {high}, below the {position} records "
+            "already copied: the topic was deleted and re-created"
+        )
+        remedy = "set on_source_truncation: continue to copy the new topic from its start"
+        lost = 0
+    else:
+        lost = low - position
+        message = (
+            f"{part.where()}: {lost} records (offsets {position}..{low - 1}) were deleted on the source "
+            "before they were copied (retention or topic re-created)"
+        )
+        remedy = f"set on_source_truncation: continue to go on from offset {low}"
+    if settings.on_source_truncation == "fail":
+        raise SourceTruncatedError(f"{message}; {remedy}")
+    log.error("%s; continuing from offset %d", message, low, extra=part.log_fields())
+    report("truncated", f"{message}; continuing from offset {low}")
+    part.truncated += lost
+    return int(low)
+
+
+def truncation_point(error: KafkaError) -> int | None:
+    """Where the source log now ends, if `error` says the consumer found it shorter than the
+    position it checked (an unclean leader election elected a replica that lacked the tail)."""
+    found = _TRUNCATED.search(error.str())
+    return int(found.group(1)) if found else None
+
+
+def same_source_topic(settings: FlowSettings, part: PartitionCopy, source_admin: AdminClient) -> bool:
+    """True if the source topic of `part` is still the one the task took it from; a topic deleted
+    and made again starts its epochs over, so its shorter log is no truncation of what was copied."""
+    now = topic_ids(source_admin, [part.topic], what=settings.source).get(part.topic)
+    return part.source_topic_id is not None and now == part.source_topic_id
+
+
+def go_on_after_truncation(
+    settings: FlowSettings, part: PartitionCopy, diverged: int, stats: TaskStats, report: Report
+) -> int:
+    """The source log of `part` now ends at `diverged`, below records the flow had copied: an
+    unclean leader election made a replica that lacked them the leader. Those records stay on the
+    target (they were written and copied); records the source takes from now on land at offsets
+    from `diverged` again, so copying goes on from there, reported as a line and in
+    mirror_source_copied_then_lost_records_total. Raises RetriableError if the open transaction
+    holds records of the lost tail: it is aborted, and the committed position checked again."""
+    copied_to = part.upstream[-1] + 1 if part.upstream else part.position
+    if diverged >= copied_to:
+        return copied_to  # only records not read yet were lost
+    if part.upstream and part.upstream[-1] >= diverged:
+        raise RetriableError(
+            f"{part.where()}: the source log was truncated at offset {diverged}, under records of the "
+            "open transaction; aborting it and checking the committed position"
+        )
+    lost = copied_to - diverged
+    message = (
+        f"{part.where()}: the source log now ends at offset {diverged}, below {lost} offsets already "
+        f"copied ({diverged}..{copied_to - 1}): a leader that lacked them was elected (unclean leader "
+        f"election); {settings.target} keeps them, and the source's new records from offset {diverged} "
+        "are copied after them"
+    )
+    key = f"{part.topic}:{part.partition}"
+    # Counted before the report, which sends the stats at once (and starts new ones).
+    stats.copied_then_lost[key] = stats.copied_then_lost.get(key, 0) + lost
+    log.error("%s", message, extra=part.log_fields())
+    report("truncated", message)
+    return diverged
