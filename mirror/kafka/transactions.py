@@ -26,13 +26,15 @@ _FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVA
 # EndTxn round trip (milliseconds); checkpoint and heartbeat rounds flush a few small records in it.
 # A retriable timeout is tried again until this passes; past it the outcome is unknown.
 COMMIT_SECONDS = 30.0
-# send_offsets_to_transaction asks two coordinators and takes milliseconds, but librdkafka gives it
-# no deadline of its own: its requests end only at socket.timeout.ms (60 s). After the target's
-# broker was SIGKILLed and restarted, it blocked in every copy task until bounded() gave up, 75 s
-# with the former 60 s (tests/reliability/test_cluster_faults.py, target): a stall of the whole
-# flow. Giving up costs a new producer and one re-copied batch; a healthy coordinator slower than
-# this bound (+ the grace) would pay that too, and nothing else.
-SEND_OFFSETS_SECONDS = 10.0
+# send_offsets_to_transaction asks two coordinators and takes milliseconds, but librdkafka ignores
+# its timeout (librdkafka #5456): while the group coordinator it cached is down it waits for that
+# broker's next state change (#5511), which reconnect backoff puts up to 10 s apart. A rolling
+# restart of the target stopped the copy 13-40 s that way with a 10 + 5 s bound, and after a SIGKILL
+# it blocked until bounded() gave up (tests/reliability/test_cluster_faults.py). Giving up costs a
+# new producer, which asks for the coordinator afresh, and one re-copied batch; a healthy
+# coordinator slower than this bound would pay that too, and nothing else.
+SEND_OFFSETS_SECONDS = 4.0
+SEND_OFFSETS_GRACE_SECONDS = 1.0
 
 
 class AbortableError(Exception):
@@ -82,9 +84,9 @@ T = TypeVar("T")
 STUCK_GRACE_SECONDS = 5.0
 
 
-def bounded(action: Callable[[], T], timeout_seconds: float, doing: str) -> T:
-    """Run a blocking transactional call of librdkafka, but give up on it `STUCK_GRACE_SECONDS`
-    after its own timeout.
+def bounded(action: Callable[[], T], timeout_seconds: float, doing: str, *, grace: float | None = None) -> T:
+    """Run a blocking transactional call of librdkafka, but give up on it `grace` seconds
+    (STUCK_GRACE_SECONDS unless given) after its own timeout.
 
     After the broker holding the transaction coordinator was SIGKILLed and restarted, producers
     that had a transaction open blocked in send_offsets_to_transaction for minutes, far past its
@@ -105,10 +107,10 @@ def bounded(action: Callable[[], T], timeout_seconds: float, doing: str) -> T:
             done.set()
 
     threading.Thread(target=run, name="librdkafka-call", daemon=True).start()
-    if not done.wait(timeout_seconds + STUCK_GRACE_SECONDS):
+    bound = timeout_seconds + (STUCK_GRACE_SECONDS if grace is None else grace)
+    if not done.wait(bound):
         raise ProducerStuckError(
-            f"{doing}: librdkafka did not return {timeout_seconds + STUCK_GRACE_SECONDS:g}s after the call; "
-            "replacing the producer"
+            f"{doing}: librdkafka did not return {bound:g}s after the call; replacing the producer"
         )
     ok, value = outcome[0]
     if not ok:
@@ -120,7 +122,12 @@ def send_offsets(producer: Producer, offsets: list[TopicPartition], group: Any, 
     """Add `offsets` of `group` (its consumer_group_metadata) to the open transaction, bounded;
     librdkafka's KafkaException as it is (callers classify it), ProducerStuckError past the bound."""
     seconds = SEND_OFFSETS_SECONDS
-    bounded(lambda: producer.send_offsets_to_transaction(offsets, group, seconds), seconds, doing)
+    bounded(
+        lambda: producer.send_offsets_to_transaction(offsets, group, seconds),
+        seconds,
+        doing,
+        grace=SEND_OFFSETS_GRACE_SECONDS,
+    )
 
 
 def commit(producer: Producer, where: str, *, timeout_seconds: float = COMMIT_SECONDS) -> None:
