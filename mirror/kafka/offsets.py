@@ -4,6 +4,7 @@ errors translated and transient ones asked again."""
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterable, Mapping
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
@@ -19,6 +20,17 @@ from mirror.kafka.clients import (
 )
 
 Partition = tuple[str, int]  # (topic, partition): callers outside mirror/kafka never see TopicPartition
+# librdkafka's words when a leader's log ends below a position it checked against the leader's
+# epochs (KIP-320): with auto.offset.reset=error it stops the partition and says where the log ends.
+_TRUNCATED = re.compile(r"log truncation detected at .*?broker end offset is (\d+)", re.IGNORECASE)
+
+
+def truncation_point(error: KafkaError) -> int | None:
+    """Where the partition's log now ends, if the consume `error` says the consumer found it shorter
+    than the position it checked (an unclean leader election elected a replica that lacked the
+    tail); None for any other error, such as an offset deleted by retention."""
+    found = _TRUNCATED.search(error.str())
+    return int(found.group(1)) if found else None
 
 
 def _list_offsets(

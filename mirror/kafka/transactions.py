@@ -84,8 +84,10 @@ T = TypeVar("T")
 STUCK_GRACE_SECONDS = 5.0
 
 
-def bounded(action: Callable[[], T], timeout_seconds: float, doing: str, *, grace: float | None = None) -> T:
-    """Run a blocking transactional call of librdkafka, but give up on it `grace` seconds
+def bounded(
+    action: Callable[[], T], timeout_seconds: float, doing: str, *, grace_seconds: float | None = None
+) -> T:
+    """Run a blocking transactional call of librdkafka, but give up on it `grace_seconds`
     (STUCK_GRACE_SECONDS unless given) after its own timeout.
 
     After the broker holding the transaction coordinator was SIGKILLed and restarted, producers
@@ -107,7 +109,7 @@ def bounded(action: Callable[[], T], timeout_seconds: float, doing: str, *, grac
             done.set()
 
     threading.Thread(target=run, name="librdkafka-call", daemon=True).start()
-    bound = timeout_seconds + (STUCK_GRACE_SECONDS if grace is None else grace)
+    bound = timeout_seconds + (STUCK_GRACE_SECONDS if grace_seconds is None else grace_seconds)
     if not done.wait(bound):
         raise ProducerStuckError(
             f"{doing}: librdkafka did not return {bound:g}s after the call; replacing the producer"
@@ -126,7 +128,7 @@ def send_offsets(producer: Producer, offsets: list[TopicPartition], group: Any, 
         lambda: producer.send_offsets_to_transaction(offsets, group, seconds),
         seconds,
         doing,
-        grace=SEND_OFFSETS_GRACE_SECONDS,
+        grace_seconds=SEND_OFFSETS_GRACE_SECONDS,
     )
 
 

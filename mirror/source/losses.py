@@ -6,9 +6,8 @@ truncated the log). Either is counted and reported, never passed over in silence
 from __future__ import annotations
 
 import logging
-import re
 
-from confluent_kafka import Consumer, KafkaError
+from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 
 from mirror.config.flow_settings import FlowSettings
@@ -22,17 +21,22 @@ from mirror.source.start import Report
 from mirror.source.stats import TaskStats
 
 log = logging.getLogger(__name__)
-# librdkafka's words when the leader's log ends below a position it validated (KIP-320): with
-# auto.offset.reset=error it stops the partition and says where the log now ends.
-_TRUNCATED = re.compile(r"log truncation detected at .*?broker end offset is (\d+)", re.IGNORECASE)
 
 
 def skip_lost_records(
-    settings: FlowSettings, part: PartitionCopy, source: Consumer, source_admin: AdminClient, report: Report
+    settings: FlowSettings,
+    part: PartitionCopy,
+    source: Consumer,
+    source_admin: AdminClient,
+    *,
+    stats: TaskStats,
+    report: Report,
 ) -> int:
     """The source no longer has the partition's position: retention deleted records before they were
     copied, or the topic was deleted and re-created. Returns where copying goes on, per
-    `on_source_truncation`; the records skipped are counted and reported, never skipped silently."""
+    `on_source_truncation`; the records skipped are counted and reported, never skipped silently.
+    A log that ends below the position while its topic ID is the same was truncated instead (an
+    unclean leader election, met without an epoch to check): go_on_after_truncation."""
     low, stable = watermarks(
         source, part.topic, part.partition, doing=f"{part.where()}: reading the source watermarks"
     )
@@ -44,6 +48,10 @@ def skip_lost_records(
     position = part.position
     if low <= position <= high:
         return position  # back in range (a leader change); nothing was lost
+    if position > high and same_source_topic(settings, part, source_admin):
+        # Without the epoch the cut is unknown: the end now is the nearest offset the source still
+        # has, and records it took after the cut and below that end are not read.
+        return go_on_after_truncation(settings, part, high, stats, report)
     if position > high:
         message = (
             f"{part.where()}: the source partition now ends at offset {high}, below the {position} records "
@@ -64,13 +72,6 @@ def skip_lost_records(
     report("truncated", f"{message}; continuing from offset {low}")
     part.truncated += lost
     return int(low)
-
-
-def truncation_point(error: KafkaError) -> int | None:
-    """Where the source log now ends, if `error` says the consumer found it shorter than the
-    position it checked (an unclean leader election elected a replica that lacked the tail)."""
-    found = _TRUNCATED.search(error.str())
-    return int(found.group(1)) if found else None
 
 
 def same_source_topic(settings: FlowSettings, part: PartitionCopy, source_admin: AdminClient) -> bool:

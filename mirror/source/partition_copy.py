@@ -28,6 +28,8 @@ class PartitionCopy:
     epoch: int = -1
     # The ID of the source topic the task reads (KIP-516): an epoch is only of that topic's log.
     source_topic_id: str | None = None
+    # Moved by a seek (past lost records) and no record read since.
+    sought: bool = False
     # The open transaction's records: source offsets in order and, as reports arrive, where
     # each landed on the target (-1 for a failed delivery).
     upstream: list[int] = field(default_factory=list)

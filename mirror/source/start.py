@@ -65,7 +65,7 @@ def read_positions(
                 "waiting for topic sync to create it"
             )
         part.remote_topic_id = ids[part.remote_topic]
-    sources = topic_ids(source_admin, {part.topic for part in parts}, what=settings.source)
+    sources = _source_topic_ids(settings, parts, source_admin)
     committed = committed_with_metadata(positions, [(p.remote_topic, p.partition) for p in parts])
     recreated = _recreated(parts, committed, target_admin)
     missing = [p for p in parts if (p.remote_topic, p.partition) not in committed or p in recreated]
@@ -127,6 +127,17 @@ def read_positions(
                 "partition holds records; restore the group's offsets, or delete the remote topic to copy "
                 "the partition again"
             )
+
+
+def _source_topic_ids(
+    settings: FlowSettings, parts: Collection[PartitionCopy], source_admin: AdminClient
+) -> dict[str, str | None]:
+    """The source topics' IDs, which say whose log a committed epoch is of; with the source away,
+    the IDs the task knew (the copy cannot read the source either until it answers)."""
+    try:
+        return topic_ids(source_admin, {part.topic for part in parts}, what=settings.source)
+    except KafkaClientError:
+        return {part.topic: part.source_topic_id for part in parts if part.source_topic_id}
 
 
 def _new_partition_starts(

@@ -31,17 +31,14 @@ from mirror.errors import (
     MirrorError,
     NotAuthorizedError,
     ProducerFencedError,
+    ProducerStuckError,
 )
 from mirror.flow.ownership import flow_mark_reader, stop_if_flow_taken_over
+from mirror.kafka.offsets import truncation_point
 from mirror.kafka.transactions import AbortableError, RetriableError
 from mirror.logs import log_context, partition_names
 from mirror.source.clients import RareClients, positions_reader, source_reader, sync_writer
-from mirror.source.losses import (
-    go_on_after_truncation,
-    same_source_topic,
-    skip_lost_records,
-    truncation_point,
-)
+from mirror.source.losses import go_on_after_truncation, same_source_topic, skip_lost_records
 from mirror.source.partition_copy import PartitionCopy
 from mirror.source.record_copy import ConsumeError, consumer_positions, copy_messages, next_messages
 from mirror.source.start import read_positions, seek_to_position
@@ -175,7 +172,12 @@ class _CopyTask:
                 # by a fencing round. Which one, the mark says when the task opens again; a task of
                 # an older generation just ends.
                 log.info("fenced (%s); opening again if the flow mark still names this generation", exc)
-                self.stats.current.fenced += 1
+                if isinstance(exc, ProducerStuckError):
+                    # Replaced, not fenced (mirror_source_producers_fenced_total stays for fences):
+                    # its transaction counts as aborted.
+                    self.stats.current.aborted += 1
+                else:
+                    self.stats.current.fenced += 1
                 self.writers.drop()
             except TRANSIENT_ERRORS as exc:
                 # The target or source away for a while, a transaction the coordinator aborted:
@@ -292,10 +294,11 @@ class _CopyTask:
         self.writers.begin()  # a commit may come with nothing copied (positions swept) and still writes
         touched = [part for part in self.parts if part.upstream]
         for part, (position, epoch) in zip(touched, consumer_positions(self.source, touched), strict=True):
-            copied_to = part.upstream[-1] + 1
-            part.position = max(part.position, copied_to, position)
-            # The epoch of the consumer's position, which is past the last record copied.
-            part.epoch = epoch if position >= copied_to else -1
+            part.position = max(part.position, part.upstream[-1] + 1, position)
+            # The epoch is the consumer's, so only of its position; and none while the consumer may
+            # still tell a position from before a seek.
+            part.epoch = epoch if part.position == position and not part.sought else -1
+            part.sought = False  # a record read since: the consumer's position is after it
         writers = self.writers.writers(self.positions, self.sync_producer)
         try:
             once, stats = self.settings.exactly_once, self.stats.current
@@ -317,7 +320,7 @@ class _CopyTask:
         """Positions the consumer moved past aborted records and markers, with no record to copy."""
         positions = consumer_positions(self.source, self.parts)
         for part, (position, epoch) in zip(self.parts, positions, strict=True):
-            if not part.upstream and position > part.position:
+            if not part.upstream and not part.sought and position > part.position:
                 part.position, part.epoch = position, epoch
 
     def _handle(self, errors: list[ConsumeError]) -> None:
@@ -328,7 +331,7 @@ class _CopyTask:
                 diverged = truncation_point(error.error)
                 if diverged is not None and same_source_topic(self.settings, part, self.rare.source_admin):
                     # Raises if the open transaction holds records of the lost tail: the task goes
-                    # back to the committed position, whose check finds the truncation again.
+                    # back to the committed position, checked again from its own epoch.
                     part.position = go_on_after_truncation(
                         self.settings, part, diverged, self.stats.current, self._report
                     )
@@ -336,9 +339,16 @@ class _CopyTask:
                     if part.upstream:
                         part.position = part.upstream[-1] + 1
                     part.position = skip_lost_records(
-                        self.settings, part, reader, self.rare.source_admin, self._report
+                        self.settings,
+                        part,
+                        reader,
+                        self.rare.source_admin,
+                        stats=self.stats.current,
+                        report=self._report,
                     )
-                part.epoch = -1
+                # A seek may re-assign the partition, and until a record is read the consumer may
+                # still tell the position from before it: the sweep leaves the partition alone.
+                part.epoch, part.sought = -1, True
                 seek_to_position(reader, part)
             elif error.retriable:
                 # librdkafka keeps fetching the partition (a leader moving, a topic being deleted

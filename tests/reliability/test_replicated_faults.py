@@ -6,6 +6,7 @@ records reaching the target while a broker is down."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import re
@@ -22,7 +23,7 @@ from typing import Any
 
 import pytest
 import yaml
-from confluent_kafka import ElectionType, Producer, TopicPartition
+from confluent_kafka import ElectionType, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirror.local.toxiproxy import Proxy, Toxiproxy
@@ -665,8 +666,9 @@ def test_an_unclean_leader_election_on_the_source_is_reported_and_its_new_record
     replica that lacked them elected leader (unclean.leader.election.enable): the source log now ends
     below the flow's position, and the records it takes next reuse the lost offsets. They must be
     copied, none skipped as if copied and none of the older records copied twice, and the loss said
-    once per partition and counted. `running`: `mirror run` copies through it; `restarted`: it is
-    stopped before and started after, so the check comes from the committed position."""
+    once per partition and counted. `running`: `mirror run` copies through it, and its consumer
+    checks its position against the new leader (librdkafka, KIP-320); `restarted`: it is stopped
+    before and started after, so the check comes from the epoch committed with the position."""
     source, target = replicated
     assert source.nodes is not None
     leader, follower = sorted(source.nodes.brokers)[:2]
@@ -695,7 +697,13 @@ def test_an_unclean_leader_election_on_the_source_is_reported_and_its_new_record
         source.nodes.kill_broker(leader)
         source.nodes.broker(follower).start()
         source.nodes.broker(follower).wait_until_ready(300)
-        # Kafka elects the follower by itself: the topic allows an unclean election.
+        # The controller elects the follower by itself, as the topic allows an unclean election;
+        # asked too, as kafka-leader-election --election-type unclean does ("not needed" once done).
+        elections = admin.elect_leaders(
+            ElectionType.UNCLEAN, [TopicPartition(topic, p) for p in range(UNCLEAN_PARTITIONS)]
+        )
+        with contextlib.suppress(KafkaException):
+            elections.result(timeout=60)
         _wait_for_partitions(admin, topic, lambda p: p.leader == follower, "the follower elected")
         _produce_phase(source, topic, "new")  # at offsets the lost records had
         if mirror_down:

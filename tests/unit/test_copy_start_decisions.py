@@ -19,8 +19,9 @@ from confluent_kafka.admin import AdminClient
 
 from mirror.config.flow_settings import FlowSettings
 from mirror.errors import MirrorError
+from mirror.kafka.offsets import truncation_point
 from mirror.kafka.transactions import RetriableError
-from mirror.source.losses import go_on_after_truncation, skip_lost_records, truncation_point
+from mirror.source.losses import go_on_after_truncation, skip_lost_records
 from mirror.source.partition_copy import PartitionCopy
 from mirror.source.positions import landed_offset, position_metadata, recorded_epoch, recorded_topic_id
 from mirror.source.start import read_positions
@@ -178,7 +179,7 @@ def test_a_truncated_source_log_is_told_from_records_deleted_by_retention() -> N
     assert truncation_point(KafkaError(KafkaError._AUTO_OFFSET_RESET, TRUNCATED)) == 50
     retention = "fetch failed due to requested offset not available on the broker: Offset out of range"
     assert truncation_point(KafkaError(KafkaError._AUTO_OFFSET_RESET, retention)) is None
-    # A re-created topic has no epoch at or below the position's: not a truncation of this log.
+    # An epoch above the leader's latest (a re-created topic's log): no end found, no truncation.
     no_epoch = "No epoch found less or equal to offset 100 (leader epoch 9): broker end offset is -1"
     assert truncation_point(KafkaError(KafkaError._AUTO_OFFSET_RESET, no_epoch)) is None
 
@@ -326,6 +327,32 @@ def test_a_source_end_held_back_by_an_undecided_transaction_is_no_truncation() -
         copy,
         cast(Consumer, FakeRemote(low=0, stable=100)),
         cast(AdminClient, FakeAdmin({}, end={0: 130})),
-        lambda kind, message: reports.append((kind, message)),
+        stats=TaskStats("A->B", 0),
+        report=lambda kind, message: reports.append((kind, message)),
     )
     assert (position, reports, copy.truncated) == (120, [], 0)
+
+
+@pytest.mark.parametrize("source_now", [SOURCE_TOPIC_ID, NEW_TOPIC_ID], ids=["same topic", "re-created"])
+def test_a_log_ending_below_the_position_is_a_truncation_while_the_topic_id_is_the_same(
+    source_now: str,
+) -> None:
+    # No epoch to check (a position written before epochs were): the source log ends at 80, below
+    # the 120 copied. Under the same topic ID it was truncated; under a new one the topic is new.
+    copy, stats = part(), TaskStats("A->B", 0)
+    copy.position, copy.source_topic_id = 120, SOURCE_TOPIC_ID
+    reports: list[tuple[str, str]] = []
+    position = skip_lost_records(
+        flow(),
+        copy,
+        cast(Consumer, FakeRemote(low=0, stable=80)),
+        cast(AdminClient, FakeAdmin({"orders": source_now}, end={0: 80})),
+        stats=stats,
+        report=lambda kind, message: reports.append((kind, message)),
+    )
+    if source_now == SOURCE_TOPIC_ID:
+        assert (position, stats.copied_then_lost) == (80, {"orders:0": 40})
+        assert "unclean leader election" in reports[0][1]
+    else:
+        assert (position, stats.copied_then_lost) == (0, {})  # on_source_truncation: continue
+        assert "the topic was deleted and re-created" in reports[0][1]
