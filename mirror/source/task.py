@@ -225,6 +225,7 @@ class _CopyTask:
         """Back to what the target says was committed: after an abort, or on opening."""
         for part in self.parts:
             part.discard()
+            part.sought = False  # new consumers, at the positions read next
         read_positions(
             self.settings,
             self.parts,
@@ -376,6 +377,7 @@ class _CopyTask:
         self.writers.abort()
         for part in self.parts:
             part.discard()
+            part.sought = False  # new consumers, at the positions read next
 
     def _warn_once(self, error: Exception) -> None:
         """An abort's reason, logged once per task and kind of reason: an outage repeats it every
