@@ -477,10 +477,11 @@ def _steps_under_load(
     comparison = compare_topics(source, target, topics)
     for step, did, started, ended, copied in shown:
         stall = progress.longest_stall(started, ended)
+        name = step.name[0].upper() + step.name[1:]  # not capitalize(): it lowers KRaft and SIGKILL
         reliability(
             "fault",
-            f"{step.name.capitalize()} (RF 3, min ISR 2), {TOPICS * PARTITIONS} partitions at {RATE} "
-            f"records/s, one run for the {len(shown)} steps",
+            f"{name} (RF 3, min ISR 2), {TOPICS * PARTITIONS} partitions at {RATE} records/s, one run for "
+            f"the {len(shown)} steps",
             does=step.does,
             comparison=comparison,
             shown=f"{did}; copied {copied} records meanwhile; longest stall {stall:.0f} s; exit {exit_code}",
