@@ -32,9 +32,12 @@ COMMIT_SECONDS = 30.0
 # restart of the target stopped the copy 13-40 s that way with a 10 + 5 s bound, and after a SIGKILL
 # it blocked until bounded() gave up (tests/reliability/test_cluster_faults.py). Giving up costs a
 # new producer, which asks for the coordinator afresh, and one re-copied batch; a healthy
-# coordinator slower than this bound would pay that too, and nothing else.
+# coordinator slower than this bound would pay that too, and nothing else. The lease, renewed
+# every 2 s and counted late only after four misses, keeps the longer bound: on a starved machine a
+# renewal slower than 5 s replaced its producer again and again.
 SEND_OFFSETS_SECONDS = 4.0
 SEND_OFFSETS_GRACE_SECONDS = 1.0
+SLOW_SEND_OFFSETS_SECONDS = 10.0
 
 
 class AbortableError(Exception):
@@ -120,15 +123,18 @@ def bounded(
     return value  # type: ignore[no-any-return]
 
 
-def send_offsets(producer: Producer, offsets: list[TopicPartition], group: Any, doing: str) -> None:
-    """Add `offsets` of `group` (its consumer_group_metadata) to the open transaction, bounded;
-    librdkafka's KafkaException as it is (callers classify it), ProducerStuckError past the bound."""
-    seconds = SEND_OFFSETS_SECONDS
+def send_offsets(
+    producer: Producer, offsets: list[TopicPartition], group: Any, doing: str, *, patient: bool = False
+) -> None:
+    """Add `offsets` of `group` (its consumer_group_metadata) to the open transaction, bounded
+    (`patient`: the longer bound); librdkafka's KafkaException as it is (callers classify it),
+    ProducerStuckError past the bound."""
+    seconds = SLOW_SEND_OFFSETS_SECONDS if patient else SEND_OFFSETS_SECONDS
     bounded(
         lambda: producer.send_offsets_to_transaction(offsets, group, seconds),
         seconds,
         doing,
-        grace_seconds=SEND_OFFSETS_GRACE_SECONDS,
+        grace_seconds=None if patient else SEND_OFFSETS_GRACE_SECONDS,
     )
 
 

@@ -191,7 +191,7 @@ class FlowLease:
         metadata = self._group.consumer_group_metadata()
         self._producer.begin_transaction()
         self._unfinished = True
-        send_offsets(self._producer, mark, metadata, doing)
+        send_offsets(self._producer, mark, metadata, doing, patient=True)
         bounded(lambda: self._producer.commit_transaction(30), 30, doing)
         self._unfinished = False
 

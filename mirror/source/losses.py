@@ -48,7 +48,7 @@ def skip_lost_records(
     position = part.position
     if low <= position <= high:
         return position  # back in range (a leader change); nothing was lost
-    if position > high and same_source_topic(settings, part, source_admin):
+    if position > high and same_source_topic(settings, part, source_admin, part.position_topic_id):
         # Without the epoch the cut is unknown: the end now is the nearest offset the source still
         # has, and records it took after the cut and below that end are not read.
         return go_on_after_truncation(settings, part, high, stats, report)
@@ -74,11 +74,14 @@ def skip_lost_records(
     return int(low)
 
 
-def same_source_topic(settings: FlowSettings, part: PartitionCopy, source_admin: AdminClient) -> bool:
-    """True if the source topic of `part` is still the one the task took it from; a topic deleted
-    and made again starts its epochs over, so its shorter log is no truncation of what was copied."""
+def same_source_topic(
+    settings: FlowSettings, part: PartitionCopy, source_admin: AdminClient, topic_id: str | None
+) -> bool:
+    """True if the source topic of `part` is still `topic_id` (the one the task took it from, or the
+    one its committed position is of); a topic deleted and made again starts its offsets and epochs
+    over, so its shorter log is no truncation of what was copied. False if `topic_id` is unknown."""
     now = topic_ids(source_admin, [part.topic], what=settings.source).get(part.topic)
-    return part.source_topic_id is not None and now == part.source_topic_id
+    return topic_id is not None and now == topic_id
 
 
 def go_on_after_truncation(

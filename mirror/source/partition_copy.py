@@ -28,6 +28,8 @@ class PartitionCopy:
     epoch: int = -1
     # The ID of the source topic the task reads (KIP-516): an epoch is only of that topic's log.
     source_topic_id: str | None = None
+    # The source topic ID the committed position is of, None if unknown (written before IDs were).
+    position_topic_id: str | None = None
     # Moved by a seek (past lost records) and no record read since.
     sought: bool = False
     # The open transaction's records: source offsets in order and, as reports arrive, where
@@ -135,6 +137,7 @@ class PartitionCopy:
         if self.downstream:
             self.last_downstream = max(self.last_downstream, self.downstream[-1])
         self.committed = self.position
+        self.position_topic_id = self.source_topic_id
         self.clear()
 
     def discard(self) -> None:

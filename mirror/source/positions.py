@@ -58,6 +58,11 @@ def recorded_epoch(metadata: str, source_topic_id: str | None) -> int:
     return int(epoch)
 
 
+def recorded_source_topic_id(metadata: str) -> str | None:
+    """The ID of the source topic the position is of (committed with an epoch); None if unknown."""
+    return _fields(metadata).get("s") or None
+
+
 def recorded_topic_id(metadata: str) -> str | None:
     """The remote topic's ID the flow last committed this position for; None if not recorded."""
     return _fields(metadata).get("t") or None

@@ -35,7 +35,12 @@ from mirror.kafka.offsets import (
 from mirror.kafka.transactions import RetriableError
 from mirror.source.partition_copy import PartitionCopy
 from mirror.source.partition_reads import holds_no_committed_record, seek
-from mirror.source.positions import landed_offset, recorded_epoch, recorded_topic_id
+from mirror.source.positions import (
+    landed_offset,
+    recorded_epoch,
+    recorded_source_topic_id,
+    recorded_topic_id,
+)
 
 log = logging.getLogger(__name__)
 Report = Callable[[str, str], None]  # (event kind, one-line message) for the driver's output
@@ -71,9 +76,10 @@ def read_positions(
     missing = [p for p in parts if (p.remote_topic, p.partition) not in committed or p in recreated]
     for part in parts:
         found = committed.get((part.remote_topic, part.partition))
-        part.source_topic_id, part.epoch = sources.get(part.topic), -1
+        part.source_topic_id, part.epoch, part.position_topic_id = sources.get(part.topic), -1, None
         if found is not None and part not in recreated:
             part.position = part.committed = found[0]
+            part.position_topic_id = recorded_source_topic_id(found[1])
             part.epoch = recorded_epoch(found[1], part.source_topic_id)
             # Carried forward, so a commit that moves the position without copying (past records the
             # source lost) still says where the partition's last record landed (`mirror verify`).

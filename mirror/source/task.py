@@ -330,7 +330,10 @@ class _CopyTask:
             if error.out_of_range:
                 reader = self.source.reader_of(part.topic, part.partition)
                 diverged = truncation_point(error.error)
-                if diverged is not None and same_source_topic(self.settings, part, self.rare.source_admin):
+                source_admin = self.rare.source_admin
+                if diverged is not None and same_source_topic(
+                    self.settings, part, source_admin, part.source_topic_id
+                ):
                     # Raises if the open transaction holds records of the lost tail: the task goes
                     # back to the committed position, checked again from its own epoch.
                     part.position = go_on_after_truncation(

@@ -165,6 +165,8 @@ def test_the_committed_epoch_checks_the_source_log_only_while_the_source_topic_i
     assert (same.position, same.epoch, same.source_topic_id) == (500, 7, SOURCE_TOPIC_ID)
     # A new source topic: no epoch, so its shorter log is taken for what it is (on_source_truncation).
     assert (recreated.position, recreated.epoch, recreated.source_topic_id) == (500, -1, NEW_TOPIC_ID)
+    # The position is still of the old topic: a shorter log is a new topic's, not a truncation.
+    assert recreated.position_topic_id == SOURCE_TOPIC_ID != recreated.source_topic_id
 
 
 # What librdkafka 2.16 said when an unclean leader election left the source log at 50 under a
@@ -340,7 +342,7 @@ def test_a_log_ending_below_the_position_is_a_truncation_while_the_topic_id_is_t
     # No epoch to check (a position written before epochs were): the source log ends at 80, below
     # the 120 copied. Under the same topic ID it was truncated; under a new one the topic is new.
     copy, stats = part(), TaskStats("A->B", 0)
-    copy.position, copy.source_topic_id = 120, SOURCE_TOPIC_ID
+    copy.position, copy.position_topic_id = 120, SOURCE_TOPIC_ID
     reports: list[tuple[str, str]] = []
     position = skip_lost_records(
         flow(),
