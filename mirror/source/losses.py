@@ -7,20 +7,47 @@ from __future__ import annotations
 
 import logging
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaError
 from confluent_kafka.admin import AdminClient
 
 from mirror.config.flow_settings import FlowSettings
 from mirror.errors import SourceTruncatedError
 from mirror.kafka.admin import topic_ids
-from mirror.kafka.offsets import high_watermarks
+from mirror.kafka.offsets import high_watermarks, truncation_point
 from mirror.kafka.transactions import RetriableError
 from mirror.source.partition_copy import PartitionCopy
 from mirror.source.partition_reads import watermarks
-from mirror.source.start import Report
+from mirror.source.start import Report, seek_to_position
 from mirror.source.stats import TaskStats
 
 log = logging.getLogger(__name__)
+
+
+def resume_after_lost_records(
+    settings: FlowSettings,
+    part: PartitionCopy,
+    error: KafkaError,
+    reader: Consumer,
+    source_admin: AdminClient,
+    *,
+    stats: TaskStats,
+    report: Report,
+) -> None:
+    """The consumer of `part` (`reader`) found its position gone from the source (`error`): moves
+    and seeks it to where copying goes on. A log the consumer found truncated under what was copied
+    goes on after it (raising RetriableError if the open transaction holds lost records); records
+    deleted before they were copied, or a topic made again, go per on_source_truncation."""
+    diverged = truncation_point(error)
+    if diverged is not None and same_source_topic(settings, part, source_admin, part.source_topic_id):
+        part.position = go_on_after_truncation(settings, part, diverged, stats, report)
+    else:
+        if part.upstream:
+            part.position = part.upstream[-1] + 1
+        part.position = skip_lost_records(settings, part, reader, source_admin, stats=stats, report=report)
+    # A seek may re-assign the partition, and until a record is read the consumer may still tell
+    # the position from before it: the copy task's sweep leaves the partition alone.
+    part.epoch, part.sought = -1, True
+    seek_to_position(reader, part)
 
 
 def skip_lost_records(

@@ -34,14 +34,13 @@ from mirror.errors import (
     ProducerStuckError,
 )
 from mirror.flow.ownership import flow_mark_reader, stop_if_flow_taken_over
-from mirror.kafka.offsets import truncation_point
 from mirror.kafka.transactions import AbortableError, RetriableError
 from mirror.logs import log_context, partition_names
 from mirror.source.clients import RareClients, positions_reader, source_reader, sync_writer
-from mirror.source.losses import go_on_after_truncation, same_source_topic, skip_lost_records
+from mirror.source.losses import resume_after_lost_records
 from mirror.source.partition_copy import PartitionCopy
 from mirror.source.record_copy import ConsumeError, consumer_positions, copy_messages, next_messages
-from mirror.source.start import read_positions, seek_to_position
+from mirror.source.start import read_positions
 from mirror.source.stats import StatsSender
 from mirror.source.task_producers import TaskProducers
 from mirror.source.task_spec import CopyTaskSpec, TaskSummary
@@ -328,32 +327,15 @@ class _CopyTask:
         for error in errors:
             part = self.sinks[(error.topic, error.partition)]
             if error.out_of_range:
-                reader = self.source.reader_of(part.topic, part.partition)
-                diverged = truncation_point(error.error)
-                source_admin = self.rare.source_admin
-                if diverged is not None and same_source_topic(
-                    self.settings, part, source_admin, part.source_topic_id
-                ):
-                    # Raises if the open transaction holds records of the lost tail: the task goes
-                    # back to the committed position, checked again from its own epoch.
-                    part.position = go_on_after_truncation(
-                        self.settings, part, diverged, self.stats.current, self._report
-                    )
-                else:
-                    if part.upstream:
-                        part.position = part.upstream[-1] + 1
-                    part.position = skip_lost_records(
-                        self.settings,
-                        part,
-                        reader,
-                        self.rare.source_admin,
-                        stats=self.stats.current,
-                        report=self._report,
-                    )
-                # A seek may re-assign the partition, and until a record is read the consumer may
-                # still tell the position from before it: the sweep leaves the partition alone.
-                part.epoch, part.sought = -1, True
-                seek_to_position(reader, part)
+                resume_after_lost_records(
+                    self.settings,
+                    part,
+                    error.error,
+                    self.source.reader_of(part.topic, part.partition),
+                    self.rare.source_admin,
+                    stats=self.stats.current,
+                    report=self._report,
+                )
             elif error.retriable:
                 # librdkafka keeps fetching the partition (a leader moving, a topic being deleted
                 # that the next topic refresh drops from the assignment); the others copy on.
