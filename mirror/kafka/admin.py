@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
@@ -208,6 +209,16 @@ def create_batches(
     return batches
 
 
+# librdkafka sends CreateTopics to the broker its last metadata named controller (under KRaft, any
+# live broker) and waits for that broker, so one killed a moment ago held the request until it timed
+# out, however many others were up (4 times in 5, by hand on `mirror local up --brokers 3`). A try
+# goes unanswered after CREATE_TRY_SECONDS; the next asks for fresh metadata first, which names a
+# live broker. Short tries: a topic that a slow try did create answers TOPIC_ALREADY_EXISTS next.
+CREATE_TRY_SECONDS = 5.0
+CREATE_TRIES = 6
+_NO_ANSWER_CODES = {KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.REQUEST_TIMED_OUT}
+
+
 def create_topics(
     admin: AdminClient,
     topics: Iterable[tuple[str, int, dict[str, str]]],
@@ -219,15 +230,36 @@ def create_topics(
     MM2, first)."""
     created = []
     for batch in create_batches(topics):
-        new_topics = [NewTopic(name, n, replication_factor or -1, config=config) for name, n, config in batch]
-        futures = admin.create_topics(new_topics, operation_timeout=TIMEOUT_SECONDS)
-        created += [name for name, future in futures.items() if _created(name, future)]
+        pending = {name: (n, config) for name, n, config in batch}
+        for attempt in range(1, CREATE_TRIES + 1):
+            if attempt > 1:
+                with contextlib.suppress(KafkaException):
+                    admin.list_topics(timeout=CREATE_TRY_SECONDS)  # fresh metadata: a live controller
+            new_topics = [
+                NewTopic(name, n, replication_factor or -1, config=config)
+                for name, (n, config) in pending.items()
+            ]
+            futures = admin.create_topics(
+                new_topics, operation_timeout=CREATE_TRY_SECONDS, request_timeout=CREATE_TRY_SECONDS
+            )
+            last = attempt == CREATE_TRIES
+            outcomes = {name: _created(name, future, last_try=last) for name, future in futures.items()}
+            created += [name for name, outcome in outcomes.items() if outcome is True]
+            pending = {name: pending[name] for name, outcome in outcomes.items() if outcome is None}
+            if not pending:
+                break
     return created
 
 
-def _created(name: str, future: Future[None]) -> bool:
+def _created(name: str, future: Future[None], *, last_try: bool) -> bool | None:
+    """True if created, False if it existed already, None if unanswered (and not the last try)."""
+    no_answer = (
+        f"creating topic {name}: no answer in {CREATE_TRIES} tries of {CREATE_TRY_SECONDS:.0f} s; "
+        "check that the cluster's controller is up, then run again"
+    )
     try:
-        future.result(timeout=TIMEOUT_SECONDS)
+        # librdkafka's own timeout ends the future first; this bound is for a future it never ends.
+        future.result(timeout=CREATE_TRY_SECONDS * 1.5)
     except KafkaException as exc:
         code = exc.args[0].code()
         if code == KafkaError.TOPIC_ALREADY_EXISTS:
@@ -237,12 +269,16 @@ def _created(name: str, future: Future[None]) -> bool:
                 f"creating topic {name}: the cluster does not create topics through the admin API "
                 "(UNSUPPORTED_VERSION); create the topic beforehand with kafka-topics.sh"
             ) from exc
+        if code in _NO_ANSWER_CODES or is_transient(exc):
+            if not last_try:
+                return None
+            if code in _NO_ANSWER_CODES:
+                raise KafkaClientError(no_answer) from exc
         raise translate(exc, f"creating topic {name}") from exc
-    except TimeoutError as exc:  # the future's own timeout; librdkafka's comes as a KafkaException
-        raise KafkaClientError(
-            f"creating topic {name}: no answer within {TIMEOUT_SECONDS:.0f} s; "
-            "check that the cluster's controller is up, then run again"
-        ) from exc
+    except TimeoutError as exc:
+        if not last_try:
+            return None
+        raise KafkaClientError(no_answer) from exc
     return True
 
 

@@ -40,18 +40,25 @@ class Silence:
         self._out = out
         self._since: float | None = None  # the start of the silence reported, until it ends
 
-    def check(self, unanswered_since: float | None, problem: str | None, now: float) -> None:
+    def check(
+        self, unanswered_since: float | None, problem: str | None, now: float, *, in_part: bool = False
+    ) -> None:
         """`unanswered_since`: since when (time.monotonic()) a request to the cluster waits or has
         failed with no answer since; None if it answers. A later time than the silence reported
-        means it answered in between. `problem`: what the last request that failed ran into."""
+        means it answered in between. `problem`: what the last request that failed ran into.
+        `in_part`: the cluster itself answers, but not every partition's leader does."""
         if self._since is None:
             if unanswered_since is not None and now - unanswered_since > self._late:
                 self._since = unanswered_since
                 because = f" ({problem})" if problem else ""
+                seconds = f"{now - unanswered_since:.0f}s{because}"
                 self._out(
-                    f"flow {self._flow}: warning: {self._cluster} has not answered for "
-                    f"{now - unanswered_since:.0f}s{because}; the copy waits for it, and goes on by "
-                    "itself from the committed positions once it answers"
+                    f"flow {self._flow}: warning: {self._cluster} answers, but not for every partition, "
+                    f"for {seconds}: a broker is away and its partitions' leaders have not moved; their "
+                    "copy waits for new leaders, and goes on by itself from the committed positions"
+                    if in_part
+                    else f"flow {self._flow}: warning: {self._cluster} has not answered for {seconds}; the "
+                    "copy waits for it, and goes on by itself from the committed positions once it answers"
                 )
         elif unanswered_since is None or unanswered_since > self._since:
             self._out(f"flow {self._flow}: {self._cluster} answers again, after {now - self._since:.0f}s")

@@ -73,7 +73,12 @@ class Flow:
     def check_clusters(self, now: float) -> None:
         """Say once if the source or the target stopped answering, and once when it is back."""
         source, target = self.answers
-        source.check(self.lag.source_unanswered_since, self.lag.source_problem, now)
+        source.check(
+            self.lag.source_unanswered_since,
+            self.lag.source_problem,
+            now,
+            in_part=self.lag.source_answers_in_part,
+        )
         # Renewals never stop: the last one that committed is where a silence starts.
         target.check(self.lease.last_renewed, self.lease.problem, now)
 

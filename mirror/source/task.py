@@ -201,19 +201,27 @@ class _CopyTask:
         """New producer (fencing older holders of the id), then the mark, then the positions;
         "current" once open. A task whose flow is stopping does not open (again): after a fence,
         what it held was aborted, and opening would fence the tasks of whoever took over."""
+        began = time.monotonic()
         state = self._state()
         if state != "current":
             return state  # asked first too: a zombie of an older generation fences no one
         self.writers.make()
+        made = time.monotonic()
         state = self._state()
         if state != "current":
             return state
         self._rewind()
+        # How long each step took: after a fault, the time to open again is part of the stall.
+        took = (
+            f"in {time.monotonic() - began:.1f} s (producers {made - began:.1f} s, "
+            f"mark and positions {time.monotonic() - made:.1f} s)"
+        )
         if not self.stats.current.opened:
             self.stats.current.opened = time.time()
             log.info(
-                "took %d partitions (generation %d, %s)",
+                "took %d partitions %s (generation %d, %s)",
                 len(self.parts),
+                took,
                 self.spec.generation,
                 self.writers.describe(),
                 extra=_owned(self.spec),

@@ -36,3 +36,18 @@ def test_a_silence_measured_from_the_last_answer_ends_when_a_later_answer_comes(
         "flow A->B: warning: the target cluster B",
     ]
     assert said[1] == "flow A->B: the target cluster B answers again, after 21s"
+
+
+def test_a_cluster_that_answers_but_not_for_every_partition_is_not_called_silent() -> None:
+    # One source broker of three down: metadata answers, its partitions' leaders do not yet.
+    said: list[str] = []
+    silence = Silence("A->B", "source", "A", 30.0, said.append)
+    problem = "listing partition offsets: t-3's leader gave no offset"
+    silence.check(unanswered_since=100.0, problem=problem, now=133.0, in_part=True)
+    assert said == [
+        "flow A->B: warning: the source cluster A answers, but not for every partition, for 33s "
+        f"({problem}): a broker is away and its partitions' leaders have not moved; their copy waits for "
+        "new leaders, and goes on by itself from the committed positions"
+    ]
+    silence.check(unanswered_since=None, problem=None, now=140.0)
+    assert said[1:] == ["flow A->B: the source cluster A answers again, after 40s"]

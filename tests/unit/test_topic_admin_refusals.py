@@ -187,13 +187,43 @@ def test_an_invalid_configuration_or_a_timeout_while_creating_an_internal_topic_
 def test_a_create_answer_that_never_comes_is_fatal_with_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     class Silent(FakeAdmin):
         def create_topics(self, new_topics: list[Any], **_: object) -> dict[str, Future[Any]]:
+            self.calls += [f"create {topic.topic}" for topic in new_topics]
             return {topic.topic: Future() for topic in new_topics}  # never completes
 
-    monkeypatch.setattr("mirror.kafka.admin.TIMEOUT_SECONDS", 0.05)
-    sync = topic_sync_over(monkeypatch, FakeAdmin(), Silent())
+    monkeypatch.setattr("mirror.kafka.admin.CREATE_TRY_SECONDS", 0.01)
+    silent = Silent()
+    sync = topic_sync_over(monkeypatch, FakeAdmin(), silent)
 
-    with pytest.raises(KafkaClientError, match=r"^creating topic mm2-offsets\.A\.internal: no answer within"):
+    with pytest.raises(
+        KafkaClientError,
+        match=r"^creating topic mm2-offsets\.A\.internal: no answer in 6 tries of 0 s; check",
+    ):
         sync.ensure_internal_topics()
+    assert silent.calls.count("create mm2-offsets.A.internal") == 6
+
+
+@pytest.mark.parametrize("no_answer", [KafkaError._TIMED_OUT, KafkaError._TRANSPORT])
+def test_a_create_unanswered_once_asks_for_fresh_metadata_and_again(
+    monkeypatch: pytest.MonkeyPatch, no_answer: int
+) -> None:
+    """A broker killed a moment ago can be the controller librdkafka's metadata names: the next try
+    must not go to it blindly."""
+
+    @dataclass
+    class FirstUnanswered(FakeAdmin):
+        def list_topics(self, **kwargs: object) -> Metadata:
+            self.calls.append("list")
+            return super().list_topics(**kwargs)
+
+        def create_topics(self, new_topics: list[Any], **kwargs: object) -> dict[str, Future[Any]]:
+            self.create = no_answer if not any(c.startswith("create") for c in self.calls) else None
+            return super().create_topics(new_topics, **kwargs)
+
+    target = FirstUnanswered()
+    topic_sync_over(monkeypatch, FakeAdmin(), target).ensure_internal_topics()
+
+    offsets_calls = [c for c in target.calls if c in ("list", "create mm2-offsets.A.internal")]
+    assert offsets_calls == ["list", "create mm2-offsets.A.internal", "list", "create mm2-offsets.A.internal"]
 
 
 def test_describing_source_configs_refused_names_the_topics_and_the_source_cluster(
