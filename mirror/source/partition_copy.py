@@ -132,6 +132,23 @@ class PartitionCopy:
         landed = self.downstream[-1] if self.downstream else -1
         return max(self.last_downstream, landed)
 
+    def read_up_to(self, consumer_position: int, epoch: int) -> None:
+        """Before committing records read: the position passes the last of them and whatever the
+        consumer skipped after it (aborted records, markers). The epoch is the consumer's, so it is
+        kept only with the consumer's own position, and not while the consumer may still tell a
+        position from before a seek (`sought`): a position paired with another offset's epoch
+        would make the next start's check (KIP-320) wrong."""
+        self.position = max(self.position, self.upstream[-1] + 1, consumer_position)
+        self.epoch = epoch if self.position == consumer_position and not self.sought else -1
+        self.sought = False  # a record read since: the consumer's position is after it
+
+    def swept_to(self, consumer_position: int, epoch: int) -> None:
+        """With no record to copy, the consumer moved past aborted records and markers: the
+        position follows, with the consumer's epoch. Not after a seek until a record is read: the
+        consumer may still tell its position from before it."""
+        if not self.upstream and not self.sought and consumer_position > self.position:
+            self.position, self.epoch = consumer_position, epoch
+
     def committed_now(self) -> None:
         """The open transaction committed: its records are on the target for good."""
         if self.downstream:

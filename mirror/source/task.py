@@ -302,11 +302,7 @@ class _CopyTask:
         self.writers.begin()  # a commit may come with nothing copied (positions swept) and still writes
         touched = [part for part in self.parts if part.upstream]
         for part, (position, epoch) in zip(touched, consumer_positions(self.source, touched), strict=True):
-            part.position = max(part.position, part.upstream[-1] + 1, position)
-            # The epoch is the consumer's, so only of its position; and none while the consumer may
-            # still tell a position from before a seek.
-            part.epoch = epoch if part.position == position and not part.sought else -1
-            part.sought = False  # a record read since: the consumer's position is after it
+            part.read_up_to(position, epoch)
         writers = self.writers.writers(self.positions, self.sync_producer)
         try:
             once, stats = self.settings.exactly_once, self.stats.current
@@ -328,8 +324,7 @@ class _CopyTask:
         """Positions the consumer moved past aborted records and markers, with no record to copy."""
         positions = consumer_positions(self.source, self.parts)
         for part, (position, epoch) in zip(self.parts, positions, strict=True):
-            if not part.upstream and not part.sought and position > part.position:
-                part.position, part.epoch = position, epoch
+            part.swept_to(position, epoch)
 
     def _handle(self, errors: list[ConsumeError]) -> None:
         for error in errors:
