@@ -63,10 +63,10 @@ STALE_LEADER_CODES = {KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_
 LIBRDKAFKA_LOG = logging.getLogger("mirror.librdkafka")
 if LIBRDKAFKA_LOG.level == logging.NOTSET:
     LIBRDKAFKA_LOG.setLevel(logging.CRITICAL + 1)
-# librdkafka waits up to 10 s between reconnects to a broker that went away (Java's clients, and so
-# MM2's, at most 1 s). A broker restarted in a rolling restart is back within seconds, and a
-# transactional producer waiting on its coordinator there (librdkafka #5511) waits for the
-# reconnect: with 10 s the copy stalled up to 14 s per restarted broker. The user's setting wins.
+# librdkafka waits up to 10 s between reconnects to a broker that went away; Java's clients, and so
+# MM2's, at most 1 s. A broker restarted in a rolling restart is back within seconds, and a
+# transactional producer waiting on its coordinator there (librdkafka #5511) waits for that
+# reconnect. The user's setting wins.
 _DEFAULTS = {"logger": LIBRDKAFKA_LOG, "reconnect.backoff.max.ms": "1000"}
 
 
