@@ -63,23 +63,19 @@ STALE_LEADER_CODES = {KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_
 LIBRDKAFKA_LOG = logging.getLogger("mirror.librdkafka")
 if LIBRDKAFKA_LOG.level == logging.NOTSET:
     LIBRDKAFKA_LOG.setLevel(logging.CRITICAL + 1)
-# librdkafka waits up to 10 s between reconnects to a broker that went away; Java's clients, and so
-# MM2's, at most 1 s. A broker restarted in a rolling restart is back within seconds, and a
-# transactional producer waiting on its coordinator there (librdkafka #5511) waits for that
-# reconnect. The user's setting wins.
-_DEFAULTS = {"logger": LIBRDKAFKA_LOG, "reconnect.backoff.max.ms": "1000"}
+_QUIET = {"logger": LIBRDKAFKA_LOG}
 
 
 def admin_client(properties: Mapping[str, str]) -> AdminClient:
-    return AdminClient({**_DEFAULTS, **properties})
+    return AdminClient({**_QUIET, **properties})
 
 
 def consumer(properties: Mapping[str, str]) -> Consumer:
-    return Consumer({**_DEFAULTS, **properties})
+    return Consumer({**_QUIET, **properties})
 
 
 def producer(properties: Mapping[str, str]) -> Producer:
-    return Producer({**_DEFAULTS, **properties})
+    return Producer({**_QUIET, **properties})
 
 
 def committed_reader(properties: Mapping[str, str], group_id: str) -> Consumer:
