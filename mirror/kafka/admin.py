@@ -253,13 +253,12 @@ def create_topics(
 
 def _created(name: str, future: Future[None], *, last_try: bool) -> bool | None:
     """True if created, False if it existed already, None if unanswered (and not the last try)."""
-    no_answer = (
-        f"creating topic {name}: no answer in {CREATE_TRIES} tries of {CREATE_TRY_SECONDS:.0f} s; "
-        "check that the cluster's controller is up, then run again"
-    )
     try:
         # librdkafka's own timeout ends the future first; this bound is for a future it never ends.
         future.result(timeout=CREATE_TRY_SECONDS * 1.5)
+    except TimeoutError as exc:
+        _give_up_if_last(name, exc, last_try=last_try)
+        return None
     except KafkaException as exc:
         code = exc.args[0].code()
         if code == KafkaError.TOPIC_ALREADY_EXISTS:
@@ -269,17 +268,22 @@ def _created(name: str, future: Future[None], *, last_try: bool) -> bool | None:
                 f"creating topic {name}: the cluster does not create topics through the admin API "
                 "(UNSUPPORTED_VERSION); create the topic beforehand with kafka-topics.sh"
             ) from exc
-        if code in _NO_ANSWER_CODES or is_transient(exc):
-            if not last_try:
-                return None
-            if code in _NO_ANSWER_CODES:
-                raise KafkaClientError(no_answer) from exc
-        raise translate(exc, f"creating topic {name}") from exc
-    except TimeoutError as exc:
-        if not last_try:
+        if code in _NO_ANSWER_CODES:
+            _give_up_if_last(name, exc, last_try=last_try)
             return None
-        raise KafkaClientError(no_answer) from exc
+        if is_transient(exc) and not last_try:
+            return None
+        raise translate(exc, f"creating topic {name}") from exc
     return True
+
+
+def _give_up_if_last(name: str, exc: Exception, *, last_try: bool) -> None:
+    if not last_try:
+        return
+    raise KafkaClientError(
+        f"creating topic {name}: no answer in {CREATE_TRIES} tries of {CREATE_TRY_SECONDS:.0f} s; "
+        "check that the cluster's controller is up, then run again"
+    ) from exc
 
 
 def add_partitions(admin: AdminClient, name: str, total: int) -> None:

@@ -211,17 +211,17 @@ class _CopyTask:
         if state != "current":
             return state
         self._rewind()
-        # How long each step took: after a fault, the time to open again is part of the stall.
-        took = (
-            f"in {time.monotonic() - began:.1f} s (producers {made - began:.1f} s, "
-            f"mark and positions {time.monotonic() - made:.1f} s)"
-        )
         if not self.stats.current.opened:
             self.stats.current.opened = time.time()
+            # How long each step took: after a fault, the time to open again is part of the stall.
+            opened = time.monotonic()
             log.info(
-                "took %d partitions %s (generation %d, %s)",
+                "took %d partitions in %.1f s (producers %.1f s, mark and positions %.1f s) "
+                "(generation %d, %s)",
                 len(self.parts),
-                took,
+                opened - began,
+                made - began,
+                opened - made,
                 self.spec.generation,
                 self.writers.describe(),
                 extra=_owned(self.spec),
