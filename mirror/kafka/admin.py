@@ -31,7 +31,26 @@ from mirror.kafka.clients import TIMEOUT_SECONDS, error_code, is_transient, retr
 
 # One describe's bound: a broker that does not answer costs a retry, not TIMEOUT_SECONDS.
 DESCRIBE_SECONDS = 10.0
+# How long fresh metadata may take before a controller-bound request is asked again (refresh_controller).
+METADATA_SECONDS = 5.0
 ZERO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"  # Uuid(0, 0) as confluent-kafka prints it
+
+
+_NO_ANSWER_CODES = {KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.REQUEST_TIMED_OUT}
+
+
+def refresh_controller(admin: AdminClient) -> None:
+    """Fresh metadata, before asking again what the controller left unanswered.
+
+    librdkafka sends CreateTopics, DescribeTopics and the other controller-bound requests to the
+    broker its last metadata named controller (under KRaft, any live broker) and waits for that
+    broker; an admin client that has not asked for metadata since keeps naming a broker killed a
+    moment ago. By hand on `mirror local up --brokers 3`, a create held that way timed out 4 times in
+    5; in a broker-loss drill a copy task's DescribeTopics did so for as long as the broker was down
+    (no copy for 60 s). Any metadata answer names a live controller.
+    """
+    with contextlib.suppress(KafkaException):
+        admin.list_topics(timeout=METADATA_SECONDS)
 
 
 @dataclass(frozen=True)
@@ -79,10 +98,12 @@ def topic_ids(admin: AdminClient, topics: Iterable[str], *, what: str) -> dict[s
                 # A cluster older than Kafka 2.8 gives every topic the zero ID: no ID at all.
                 ids[name] = None if topic_id == ZERO_TOPIC_ID else topic_id
             except (TimeoutError, KafkaException) as exc:
-                # Unanswered (a broker just restarted, or starved): retriable, asked again of
-                # maybe another broker. A topic that does not exist is absent; the rest raises.
+                # Unanswered (a broker just restarted, or starved, or killed while librdkafka's
+                # metadata still names it controller): retriable, asked again of the controller that
+                # fresh metadata names. A topic that does not exist is absent; the rest raises.
                 code = KafkaError._TIMED_OUT if isinstance(exc, TimeoutError) else error_code(exc)
-                if code == KafkaError._TIMED_OUT:
+                if code in _NO_ANSWER_CODES:
+                    refresh_controller(admin)
                     raise KafkaException(KafkaError(code, f"{name}: no answer", retriable=True)) from exc
                 if code != KafkaError.UNKNOWN_TOPIC_OR_PART:
                     raise
@@ -209,14 +230,11 @@ def create_batches(
     return batches
 
 
-# librdkafka sends CreateTopics to the broker its last metadata named controller (under KRaft, any
-# live broker) and waits for that broker, so one killed a moment ago held the request until it timed
-# out, however many others were up (4 times in 5, by hand on `mirror local up --brokers 3`). A try
-# goes unanswered after CREATE_TRY_SECONDS; the next asks for fresh metadata first, which names a
-# live broker. Short tries: a topic that a slow try did create answers TOPIC_ALREADY_EXISTS next.
+# A create goes unanswered after CREATE_TRY_SECONDS, and the next try asks the controller fresh
+# metadata names (refresh_controller). Short tries: a topic that a slow try did create answers
+# TOPIC_ALREADY_EXISTS next.
 CREATE_TRY_SECONDS = 5.0
 CREATE_TRIES = 6
-_NO_ANSWER_CODES = {KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.REQUEST_TIMED_OUT}
 
 
 def create_topics(
@@ -233,8 +251,7 @@ def create_topics(
         pending = {name: (n, config) for name, n, config in batch}
         for attempt in range(1, CREATE_TRIES + 1):
             if attempt > 1:
-                with contextlib.suppress(KafkaException):
-                    admin.list_topics(timeout=CREATE_TRY_SECONDS)  # fresh metadata: a live controller
+                refresh_controller(admin)
             new_topics = [
                 NewTopic(name, n, replication_factor or -1, config=config)
                 for name, (n, config) in pending.items()

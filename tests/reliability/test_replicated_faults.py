@@ -26,7 +26,7 @@ import yaml
 from confluent_kafka import ElectionType, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from mirror.kafka.admin import create_topics
+from mirror.kafka.admin import create_topics, topic_ids
 from mirror.kafka.clients import admin_client
 from mirror.local.toxiproxy import Proxy, Toxiproxy
 from tests.helpers import assert_eventually
@@ -34,6 +34,7 @@ from tests.kafka_backends import KafkaCluster, replicated_clusters
 from tests.mirror_process import (
     MirrorRun,
     assert_alive,
+    committed_positions,
     source_partitions,
     total_copied,
     wait_until_caught_up,
@@ -92,9 +93,11 @@ class Progress:
     def __init__(self, source: KafkaCluster, target: KafkaCluster, topics: list[str]) -> None:
         # The partitions are listed once, now: a sample must ask only the target, or it would fail
         # (and show a stall that is not there) while a source broker is down.
-        self._args = (source, target, topics)
-        self._partitions = source_partitions(source, topics)
+        self._target = target
+        self._remote = {(t, p): (f"A.{t}", p) for t, p in source_partitions(source, topics)}
         self.samples: list[tuple[float, int]] = []
+        self._positions: list[tuple[float, dict[tuple[str, int], int]]] = []
+        self.partitions = sorted(self._remote)
         self.failed = 0  # samples the target did not answer, once copying had begun
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="progress", daemon=True)
@@ -110,14 +113,26 @@ class Progress:
     def _run(self) -> None:
         while not self._stop.wait(1.0):
             try:
-                copied = total_copied(*self._args, partitions=self._partitions)
-            except Exception:  # noqa: BLE001 - a broker down: the next sample asks again
-                self.failed += 1
+                positions = committed_positions(self._target, self._remote)
+            except Exception:  # noqa: BLE001 - a broker down (or no remote topic yet): asked again
+                if self.samples:
+                    self.failed += 1
                 continue
+            copied = sum(max(0, offset) for offset in positions.values())
             if copied:
                 self.samples.append((time.monotonic(), copied))
-            elif self.samples:  # total_copied says 0 when the target does not answer
+                self._positions.append((time.monotonic(), positions))
+            elif self.samples:  # no position at all: the target did not answer
                 self.failed += 1
+
+    def idle_between(self, start: float, end: float) -> list[tuple[str, int]]:
+        """Partitions whose committed position did not move after `start` and up to `end` (every
+        partition if no sample shows either end)."""
+        before = [positions for at, positions in self._positions if at <= start]
+        inside = [positions for at, positions in self._positions if start < at <= end]
+        if not before or not inside:
+            return self.partitions
+        return sorted(part for part, offset in inside[-1].items() if offset <= before[-1][part])
 
     def copied_between(self, start: float, end: float) -> int:
         """Records committed after `start` and up to `end` (0 if no sample shows any)."""
@@ -254,6 +269,7 @@ def test_brokers_lost_one_at_a_time_on_either_side_copy_on_and_lose_and_duplicat
         # Leaders and coordinators move within the broker session timeout (9 s by default): from
         # then on it copies.
         while_down = progress.copied_between(outage.killed_at + 15, outage.restarted_at)
+        idle = progress.idle_between(outage.killed_at + 15, outage.restarted_at)
         stall = progress.longest_stall(outage.killed_at, outage.back_at)
         until = outages[index + 1].first_line if index + 1 < len(outages) else len(lines)
         warned = _worker_warnings(lines[outage.first_line : until])
@@ -267,16 +283,25 @@ def test_brokers_lost_one_at_a_time_on_either_side_copy_on_and_lose_and_duplicat
                 "copy on"
             ),
             comparison=comparison,
-            shown=f"copied {while_down} records while it was down; longest stall {stall:.0f} s; "
+            shown=f"copied {while_down} records while it was down, into "
+            f"{len(progress.partitions) - len(idle)} partitions of {len(progress.partitions)}; "
+            f"longest stall {stall:.0f} s; "
             f"{len(warned)} warnings from the Spark workers; exit {exit_code}",
         )
         print(  # noqa: T201
-            f"{outage.which} ({outage.roles}): copied while down {while_down}, longest stall {stall:.1f}s, "
+            f"{outage.which} ({outage.roles}): copied while down {while_down}, {len(idle)} partitions idle "
+            f"{idle[:3]}, longest stall {stall:.1f}s, "
             f"the workers warned {len(warned)} times, first {[r['message'] for r in warned[:2]]}; "
             f"{progress.failed} progress samples failed in the whole run"
         )
         assert while_down > 0, (
             f"nothing reached the target while {outage.which} broker {outage.node} was down"
+        )
+        # Every partition, not just some: one copy task stuck for the whole outage (its topic IDs
+        # asked again and again of the dead broker) once left half of them idle while the rest copied.
+        assert not idle, (
+            f"{len(idle)} partitions copied nothing while {outage.which} broker {outage.node} was down, "
+            f"first {idle[:5]}"
         )
         if outage.which == "source":
             # The checkpoint rounds, in a Spark worker, list the source's groups from every broker:
@@ -789,32 +814,46 @@ def _metric_sum(port: int, name: str, topic: str) -> float:
     )
 
 
-def test_a_topic_is_created_though_the_broker_named_controller_was_killed_a_moment_before(
+def test_a_topic_is_created_and_described_though_the_broker_named_controller_was_killed_a_moment_before(
     replicated: list[KafkaCluster], reliability: Record
 ) -> None:
-    """librdkafka sends CreateTopics to the broker its metadata named controller and waits for it:
-    with that broker just SIGKILLed, `mirror run` used to exit at start-up ("creating topic
-    heartbeats: no answer within 30 s", 4 times in 5 by hand) though two brokers of three were up."""
+    """librdkafka sends CreateTopics and DescribeTopics to the broker its metadata named controller
+    and waits for it: with that broker just SIGKILLed, `mirror run` used to exit at start-up
+    ("creating topic heartbeats: no answer within 30 s", 4 times in 5 by hand), and a copy task
+    reopening after a fault asked for its topics' IDs again and again, copying nothing until the
+    broker came back, though two brokers of three were up."""
     target = replicated[1]
     assert target.nodes is not None
-    admin = admin_client(target.properties())
-    victim = admin.list_topics(timeout=30).controller_id
+    creator, describer = admin_client(target.properties()), admin_client(target.properties())
+    victim = creator.list_topics(timeout=30).controller_id
+    # Under KRaft each answer names a live broker at random: ask until both clients name the victim.
+    for _ in range(60):
+        if describer.list_topics(timeout=30).controller_id == victim:
+            break
+    else:
+        pytest.fail(f"the describing client's metadata never named broker {victim} controller")
     topic = f"created-after-kill-{time.monotonic_ns() % 10**6}"
     target.nodes.kill_broker(victim)
     began = time.monotonic()
     try:
-        created = create_topics(admin, [(topic, 3, {})], replication_factor=2)
+        created = create_topics(creator, [(topic, 3, {})], replication_factor=2)
         took = time.monotonic() - began
+        began = time.monotonic()
+        described = topic_ids(describer, [topic], what="target cluster B")
+        took_ids = time.monotonic() - began
     finally:
         target.nodes.start_broker(victim, timeout_seconds=300)
         target.nodes.wait_until_in_sync()
     reliability(
         "fault",
-        "The broker the admin client's metadata names controller SIGKILLed just before a topic is created "
-        "(start-up: the internal topics; RF 3, min ISR 2)",
-        does="a try unanswered within 5 s asks for fresh metadata, which names a live broker, and tries "
-        "again (at most 6 tries)",
-        shown=f"created {created} in {took:.1f} s",
+        "The broker the admin client's metadata names controller SIGKILLed just before a topic is "
+        "created and described (start-up: the internal topics; a copy task opening: its topics' IDs; "
+        "RF 3, min ISR 2)",
+        does="a request unanswered (create: 5 s; describe: 10 s) asks for fresh metadata, which names a "
+        "live broker, and is sent again",
+        shown=f"created {created} in {took:.1f} s, described in {took_ids:.1f} s",
     )
-    assert created == [topic]
-    assert len(admin.list_topics(topic, timeout=30).topics[topic].partitions) == 3
+    # [] when a try left unanswered did create it: the next one was told it exists.
+    assert created in ([topic], [])
+    assert len(creator.list_topics(topic, timeout=30).topics[topic].partitions) == 3
+    assert list(described) == [topic] and described[topic]
