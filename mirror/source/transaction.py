@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -51,6 +51,16 @@ class RemoteRecreatedError(Exception):
 
 
 @dataclass
+class CommitTimes:
+    """Where a commit's seconds went (the task's DEBUG line): with several producers, the slowest
+    producer's for each step."""
+
+    flush: float = 0.0  # every record delivered: librdkafka sends one partition per produce request
+    positions: float = 0.0  # send_offsets_to_transaction: AddOffsetsToTxn, then TxnOffsetCommit
+    end: float = 0.0  # the offsets records delivered, then EndTxn (a marker into every partition)
+
+
+@dataclass
 class Writers:
     """The clients a commit uses."""
 
@@ -61,6 +71,7 @@ class Writers:
     pool: ThreadPoolExecutor | None = None
     # Set per producer as its transaction commits: the ones left open are the task's to abort.
     committed: list[bool] | None = None
+    times: CommitTimes = field(default_factory=CommitTimes)
 
 
 def commit_moved(
@@ -73,11 +84,13 @@ def commit_moved(
 ) -> int:
     """Commit every partition that moved since the last commit; returns the records committed."""
     where = f"flow {settings.name}"
+    began = time.monotonic()
     for producer in writers.producers:  # all were sending meanwhile: this waits for the slowest
         if call(partial(producer.flush, FLUSH_SECONDS), f"{where}: flushing"):
             # Records still undelivered (a remote topic being deleted and re-created, a target
             # away): the transaction cannot commit them, so it is aborted and the task goes back.
             raise RetriableError(f"{where}: records still undelivered after {FLUSH_SECONDS:g}s")
+    writers.times.flush = time.monotonic() - began
     touched = [part for part in parts if part.upstream]
     for part in touched:
         _raise_delivery_error(settings, part)
@@ -194,10 +207,17 @@ def _write_positions(
                 f"{where}: committing the positions",
             )
         return
+    began = time.monotonic()
     if positions:
         doing = f"{where}: adding the positions to the transaction"
         call(lambda: send_offsets(producer, positions, metadata, doing), doing)
+    ending = time.monotonic()
     commit(producer, where)
+    times = writers.times
+    times.positions, times.end = (
+        max(times.positions, ending - began),
+        max(times.end, time.monotonic() - ending),
+    )
 
 
 def _account(
