@@ -301,6 +301,8 @@ class _CopyTask:
     def _commit(self) -> None:
         self.writers.begin()  # a commit may come with nothing copied (positions swept) and still writes
         touched = [part for part in self.parts if part.upstream]
+        if not touched:
+            self._began = time.monotonic()  # a transaction of positions and syncs only begins now
         for part, (position, epoch) in zip(touched, consumer_positions(self.source, touched), strict=True):
             part.read_up_to(position, epoch)
         writers = self.writers.writers(self.positions, self.sync_producer)
