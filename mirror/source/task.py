@@ -314,16 +314,12 @@ class _CopyTask:
         self.summary.records += records
         self.summary.transactions += 1
         if log.isEnabledFor(logging.DEBUG):
-            times = writers.times
             log.debug(
-                "committed %d records of %d partitions in %.0f ms (flush %.0f ms, positions %.0f ms, "
-                "end %.0f ms)",
+                "committed %d records of %d partitions in %.0f ms (%s)",
                 records,
                 len(touched),
                 (time.monotonic() - self._began) * 1000,
-                times.flush * 1000,
-                times.positions * 1000,
-                times.end * 1000,
+                writers.times,
                 extra={"partitions": partition_names((p.topic, p.partition) for p in touched)},
             )
 

@@ -59,6 +59,12 @@ class CommitTimes:
     positions: float = 0.0  # send_offsets_to_transaction: AddOffsetsToTxn, then TxnOffsetCommit
     end: float = 0.0  # the offsets records delivered, then EndTxn (a marker into every partition)
 
+    def __str__(self) -> str:
+        return (
+            f"flush {self.flush * 1000:.0f} ms, positions {self.positions * 1000:.0f} ms, "
+            f"end {self.end * 1000:.0f} ms"
+        )
+
 
 @dataclass
 class Writers:
