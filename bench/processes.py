@@ -65,8 +65,15 @@ class ProcessTree:
         index = bisect.bisect_left([t for t, _, _ in self.samples], when)
         return self.samples[min(index, len(self.samples) - 1)][1]
 
-    def peak_rss_bytes(self, until: float | None = None) -> int:
-        return max((rss for t, _, rss in self.samples if until is None or t <= until), default=0)
+    def peak_rss_bytes(self, until: float | None = None, since: float | None = None) -> int:
+        return max(
+            (
+                rss
+                for t, _, rss in self.samples
+                if (until is None or t <= until) and (since is None or t >= since)
+            ),
+            default=0,
+        )
 
 
 def start(command: Sequence[str], log: Path, *, cwd: Path | None = None) -> subprocess.Popen[bytes]:

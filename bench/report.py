@@ -46,8 +46,8 @@ def markdown(results: dict[str, Any]) -> str:
         *_catch_up_table(results, rows),
         "",
         "| contender | steady load | p50 ms | p99 ms | max ms | received | p99 vs MM2 | CPU s / M records "
-        "| delivered in time | caught-up group: records re-read on target |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| peak RSS MB | delivered in time | caught-up group: records re-read on target |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for key, load in _steady_loads(results):
         lines += _steady_rows(rows, key, load)
@@ -106,7 +106,7 @@ def _steady_rows(rows: dict[str, dict[str, Any]], key: str, load: dict[str, Any]
             error = row.get(f"{key}_error")
             if error is not None:  # the contender failed during the steady load: say so
                 lines.append(
-                    "| " + " | ".join([row["label"], description, *["-"] * 3, "failed", *["-"] * 4]) + " |"
+                    "| " + " | ".join([row["label"], description, *["-"] * 3, "failed", *["-"] * 5]) + " |"
                 )
             continue
         peer = rows.get(_PEER.get(name, ""), {}).get(key) or {}
@@ -126,6 +126,7 @@ def _steady_rows(rows: dict[str, dict[str, Any]], key: str, load: dict[str, Any]
             f"{latency['received']:,}/{latency['records']:,}",
             "-" if name == "ceiling" else _ratio(latency["p99_ms"], peer.get("p99_ms")),
             _number(latency.get("cpu_seconds_per_million"), 1),
+            _number(latency.get("peak_rss_megabytes")),
             _delivered(latency),
             re_read,
         ]

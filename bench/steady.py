@@ -236,6 +236,9 @@ def latency(
         result["cpu_seconds"] = cpu
         result["cpu_seconds_per_million"] = cpu / steady.records * 1e6
         result["seconds_after_last_produce"] = window_end - produced_at
+        # The catch-up's peak stops at its last record; a flow of thousands of partitions may grow
+        # under a steady load after it, so the steady window reports its own.
+        result["peak_rss_megabytes"] = running.tree.peak_rss_bytes(since=window_start, until=window_end) / 1e6
     return result
 
 

@@ -88,6 +88,7 @@ def _steady_many(p99_ms: float, *, delivered: int = 120_000) -> dict[str, Any]:
         "p50_ms": p99_ms / 4,
         "p99_ms": p99_ms,
         "max_ms": p99_ms * 2,
+        "peak_rss_megabytes": p99_ms * 3,
     }
 
 
@@ -156,15 +157,20 @@ def test_a_contender_that_delivered_part_of_the_load_is_shown_as_such() -> None:
     latency_table = markdown(_many_results()).split("\n\n")[-1]
     row = _many_steady_row(latency_table, "mirror alo")
     assert row[5] == "33,600/120,000"
-    assert row[8] == "28.0% in 90 s"
-    assert _many_steady_row(latency_table, "mm2 alo")[8] == "100.0% in 90 s"
+    assert row[9] == "28.0% in 90 s"
+    assert _many_steady_row(latency_table, "mm2 alo")[9] == "100.0% in 90 s"
+
+
+def test_the_peak_memory_of_the_steady_window_is_shown_beside_its_cpu() -> None:
+    latency_table = markdown(_many_results()).split("\n\n")[-1]
+    assert _many_steady_row(latency_table, "mirror eos")[8] == "3,000"  # its own, not the catch-up's
 
 
 def test_delivery_is_rounded_down_so_a_missing_record_never_reads_100_percent() -> None:
     results = _many_results()
     results["contenders"][1]["latency_many"] = _steady_many(300.0, delivered=119_999)
     latency_table = markdown(results).split("\n\n")[-1]
-    assert _many_steady_row(latency_table, "mm2 alo")[8] == "99.9% in 90 s"
+    assert _many_steady_row(latency_table, "mm2 alo")[9] == "99.9% in 90 s"
 
 
 def test_a_steady_load_that_failed_is_listed_not_dropped() -> None:
