@@ -150,6 +150,9 @@ class Contender:
     premade_topics: bool = False
     # The floor's transactional producers (`bench/floor.py --producers`).
     producers: int = 1
+    # The floor's producer library: librdkafka's (`bench/floor.py`) or aiokafka's
+    # (`bench/floor_aiokafka.py`, several partitions in each produce request).
+    producer_client: Literal["confluent-kafka", "aiokafka"] = "confluent-kafka"
 
     @property
     def alias(self) -> str:
@@ -158,6 +161,8 @@ class Contender:
     @property
     def label(self) -> str:
         if self.family == "floor":
+            if self.producer_client == "aiokafka":
+                return "floor: bare consume -> transactional produce (bench/floor_aiokafka.py)"
             many = f", {self.producers} producers" if self.producers > 1 else ""
             return f"floor: bare consume -> transactional produce (bench/floor.py{many})"
         product = "mirror" if self.family == "mirror" else "MirrorMaker 2"
@@ -180,15 +185,12 @@ class Contender:
         if self.family == "mm2":
             return self._start_mm2(clusters, topics, run_dir, checkpoint_seconds)
         if self.family == "floor":
-            floor = [
-                sys.executable,
-                "-m",
-                "bench.floor",
-                f"--producers={self.producers}",
-                clusters.replicated_source,
-                clusters.target,
-                self.alias,
-            ]
+            floor = (
+                [sys.executable, "-m", "bench.floor_aiokafka"]
+                if self.producer_client == "aiokafka"
+                else [sys.executable, "-m", "bench.floor", f"--producers={self.producers}"]
+            )
+            floor += [clusters.replicated_source, clusters.target, self.alias]
             return processes.start([*floor, *topics], run_dir / "run.log")
         return self._start_mirror(clusters, topics, run_dir, checkpoint_seconds)
 
@@ -280,4 +282,5 @@ CONTENDERS = (
     Contender("mirror-eos", "mirror", exactly_once=True),
     Contender("floor-eos", "floor", exactly_once=True),
     Contender("floor-eos-k4", "floor", exactly_once=True, producers=4),
+    Contender("floor-eos-aiokafka", "floor", exactly_once=True, producer_client="aiokafka"),
 )

@@ -34,7 +34,7 @@ COMMIT_SECONDS = 0.1  # mirror's default commit_interval_ms
 BATCH = 10_000
 
 
-def _create_remote(target: str, alias: str, topics: dict[str, int]) -> None:
+def create_remote(target: str, alias: str, topics: dict[str, int]) -> None:
     remote: list[tuple[str, int, dict[str, str]]] = [(f"{alias}.{n}", p, {}) for n, p in topics.items()]
     create_topics(AdminClient({"bootstrap.servers": target}), remote, replication_factor=None)
 
@@ -98,7 +98,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     source, target, alias, patterns = args.source, args.target, args.alias, args.patterns
     topics = matching_topics(source, patterns)
-    _create_remote(target, alias, topics)
+    create_remote(target, alias, topics)
     stop = False
 
     def _stop(*_: Any) -> None:
