@@ -3,7 +3,10 @@ transactional producer instead of librdkafka's.
 
 `python -m bench.floor_aiokafka SOURCE TARGET ALIAS REGEX...` reads as the floor does (one
 read_committed confluent-kafka consumer) and commits a transaction every 100 ms with the
-consumer's positions in it. What differs is the produce request: librdkafka puts one partition in
+positions it moved in it. The positions go in as records of an offsets topic on the target, as
+MM2's and mirror's do (KIP-618), not by TxnOffsetCommit: the Kafka 4.3 brokers here answer
+aiokafka 0.14's TxnOffsetCommit with UNKNOWN_SERVER_ERROR. What differs from the floor is the
+produce request: librdkafka puts one partition in
 each (confluentinc/librdkafka#1700), as many requests as partitions with records, at most five in
 flight per connection; aiokafka, like Kafka's Java producer that MM2 uses, puts every ready
 partition led by a broker into one request to it. Under a thin load over thousands of partitions
@@ -21,11 +24,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.structs import TopicPartition as RemotePartition
 from confluent_kafka import Consumer, KafkaException, Message
+from confluent_kafka.admin import AdminClient
 
 from bench.floor import BATCH, COMMIT_SECONDS, create_remote
 from bench.workloads import matching_topics
+from mirror.kafka.admin import create_topics
 
 
 async def _send(producer: AIOKafkaProducer, alias: str, message: Message) -> None:
@@ -40,16 +44,16 @@ async def _send(producer: AIOKafkaProducer, alias: str, message: Message) -> Non
     )
 
 
-async def _commit(producer: AIOKafkaProducer, consumer: Consumer, alias: str) -> None:
-    positions = {
-        RemotePartition(f"{alias}.{tp.topic}", tp.partition): tp.offset
-        for tp in consumer.position(consumer.assignment())
-        if tp.offset >= 0
-    }
-    if positions:
-        await producer.send_offsets_to_transaction(positions, f"bench-floor-{alias}")
+async def _commit(producer: AIOKafkaProducer, moved: dict[tuple[str, int], int], alias: str) -> None:
+    for (topic, partition), offset in moved.items():
+        await producer.send(_offsets_topic(alias), value=b"%d" % offset, key=f"{topic}:{partition}".encode())
+    moved.clear()
     await producer.commit_transaction()
     await producer.begin_transaction()
+
+
+def _offsets_topic(alias: str) -> str:
+    return f"bench-floor-{alias}-offsets"
 
 
 async def _copy(source: str, target: str, alias: str, topics: list[str]) -> None:
@@ -73,6 +77,7 @@ async def _copy(source: str, target: str, alias: str, topics: list[str]) -> None
     consumer.subscribe(topics)
     # The consumer blocks in librdkafka: it waits in a thread while the loop serves the producer.
     reader = ThreadPoolExecutor(1)
+    moved: dict[tuple[str, int], int] = {}  # the next offset of each partition copied since the last commit
     copied, committed_at = False, time.monotonic()
     try:
         while not stop.is_set():
@@ -82,12 +87,13 @@ async def _copy(source: str, target: str, alias: str, topics: list[str]) -> None
                         raise KafkaException(message.error())
                     continue
                 await _send(producer, alias, message)
+                moved[(message.topic(), message.partition())] = message.offset() + 1
                 copied = True
             if copied and time.monotonic() - committed_at >= COMMIT_SECONDS:
-                await _commit(producer, consumer, alias)
+                await _commit(producer, moved, alias)
                 copied, committed_at = False, time.monotonic()
         if copied:
-            await _commit(producer, consumer, alias)
+            await _commit(producer, moved, alias)
         await producer.abort_transaction()  # the empty one begun after the last commit
     finally:
         await producer.stop()
@@ -104,6 +110,11 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     topics = matching_topics(args.source, args.patterns)
     create_remote(args.target, args.alias, topics)
+    create_topics(
+        AdminClient({"bootstrap.servers": args.target}),
+        [(_offsets_topic(args.alias), 1, {"cleanup.policy": "compact"})],
+        replication_factor=None,
+    )
     asyncio.run(_copy(args.source, args.target, args.alias, sorted(topics)))
     return 0
 
