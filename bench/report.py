@@ -14,9 +14,10 @@ _PEER = {
     "mm2-alo": "mm2-alo",
     "floor-eos": "mm2-eos",
     "floor-eos-k4": "mm2-eos",
+    "floor-eos-aiokafka": "mm2-eos",
 }
 # Rows with no group translation to measure: the perf tools, and the floor (it copies records only).
-_NO_TRANSLATION = {"ceiling", "floor-eos", "floor-eos-k4"}
+_NO_TRANSLATION = {"ceiling", "floor-eos", "floor-eos-k4", "floor-eos-aiokafka"}
 # The steady loads: where a contender's result is, and where the load is described.
 _STEADY_LOADS = (("latency", "steady"), ("latency_many", "steady_many"))
 
