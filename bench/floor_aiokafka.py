@@ -1,17 +1,23 @@
 """The floor with another producer: `bench/floor.py`'s loop, but records go out through aiokafka's
 transactional producer instead of librdkafka's.
 
-`python -m bench.floor_aiokafka SOURCE TARGET ALIAS REGEX...` reads as the floor does (one
-read_committed confluent-kafka consumer) and commits a transaction every 100 ms with the
-positions it moved in it. The positions go in as records of an offsets topic on the target, as
-MM2's and mirror's do (KIP-618), not by TxnOffsetCommit: the Kafka 4.3 brokers here answer
-aiokafka 0.14's TxnOffsetCommit with UNKNOWN_SERVER_ERROR. What differs from the floor is the
-produce request: librdkafka puts one partition in
-each (confluentinc/librdkafka#1700), as many requests as partitions with records, at most five in
-flight per connection; aiokafka, like Kafka's Java producer that MM2 uses, puts every ready
-partition led by a broker into one request to it. Under a thin load over thousands of partitions
-that is the difference between thousands of requests per commit and a handful: this contender
-measures what that is worth, in Python, before the copy path is asked to pay for it.
+`python -m bench.floor_aiokafka SOURCE TARGET ALIAS REGEX...` reads as the floor does (the same
+read_committed confluent-kafka consumer) and commits a transaction every 100 ms with the positions
+of the partitions it copied since the last one. Those positions go in as records of a compacted
+offsets topic on the target, as MM2's and mirror's source offsets do (KIP-618), not by
+TxnOffsetCommit as the floor's do: the Kafka 4.3 brokers here answer aiokafka 0.14's
+TxnOffsetCommit with UNKNOWN_SERVER_ERROR. As in the floor, they are written for what they cost
+and never read back: a floor measures one run and is not restarted.
+
+What differs is the produce request. librdkafka puts one partition in each
+(confluentinc/librdkafka#1700), at most five requests in flight per connection, so a commit over
+thousands of partitions with a record or two each waits for thousands of requests. aiokafka, like
+Kafka's Java producer that MM2 uses, puts every ready partition a broker leads into one request to
+it (one in flight per broker). Its batches are built in Python, so where partitions carry
+thousands of records each librdkafka is the faster one: the two floors side by side show which
+load each wins before the copy path is asked to pay for either.
+
+aiokafka refuses a record with neither key nor value; the bench's records all have values.
 """
 
 from __future__ import annotations
@@ -25,16 +31,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 from aiokafka import AIOKafkaProducer
 from confluent_kafka import Consumer, KafkaException, Message
-from confluent_kafka.admin import AdminClient
 
-from bench.floor import BATCH, COMMIT_SECONDS, create_remote
+from bench.floor import BATCH, COMMIT_SECONDS, create_remote, source_consumer
 from bench.workloads import matching_topics
-from mirror.kafka.admin import create_topics
 
 
-async def _send(producer: AIOKafkaProducer, alias: str, message: Message) -> None:
+async def _send(producer: AIOKafkaProducer, alias: str, message: Message) -> asyncio.Future[object]:
     kind, timestamp = message.timestamp()
-    await producer.send(
+    delivered: asyncio.Future[object] = await producer.send(
         f"{alias}.{message.topic()}",
         value=message.value(),
         key=message.key(),
@@ -42,11 +46,25 @@ async def _send(producer: AIOKafkaProducer, alias: str, message: Message) -> Non
         timestamp_ms=timestamp if kind else None,
         headers=message.headers(),
     )
+    return delivered
 
 
-async def _commit(producer: AIOKafkaProducer, moved: dict[tuple[str, int], int], alias: str) -> None:
+async def _commit(
+    producer: AIOKafkaProducer,
+    sent: list[asyncio.Future[object]],
+    moved: dict[tuple[str, int], int],
+    alias: str,
+) -> None:
     for (topic, partition), offset in moved.items():
-        await producer.send(_offsets_topic(alias), value=b"%d" % offset, key=f"{topic}:{partition}".encode())
+        sent.append(
+            await producer.send(
+                _offsets_topic(alias), value=b"%d" % offset, key=f"{topic}:{partition}".encode()
+            )
+        )
+    # aiokafka commits a transaction whose batch failed for good (it only flushes): the records'
+    # deliveries are awaited first, so a lost one raises instead of being committed past.
+    await asyncio.gather(*sent)
+    sent.clear()
     moved.clear()
     await producer.commit_transaction()
     await producer.begin_transaction()
@@ -56,49 +74,40 @@ def _offsets_topic(alias: str) -> str:
     return f"bench-floor-{alias}-offsets"
 
 
-async def _copy(source: str, target: str, alias: str, topics: list[str]) -> None:
+async def _copy(consumer: Consumer, target: str, alias: str) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
-    consumer = Consumer(
-        {
-            "bootstrap.servers": source,
-            "group.id": f"bench-floor-{alias}",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "auto.offset.reset": "earliest",
-        }
-    )
     producer = AIOKafkaProducer(
         bootstrap_servers=target, transactional_id=f"bench-floor-{alias}", enable_idempotence=True
     )
     await producer.start()
-    await producer.begin_transaction()
-    consumer.subscribe(topics)
     # The consumer blocks in librdkafka: it waits in a thread while the loop serves the producer.
     reader = ThreadPoolExecutor(1)
+    sent: list[asyncio.Future[object]] = []  # the deliveries of the open transaction
     moved: dict[tuple[str, int], int] = {}  # the next offset of each partition copied since the last commit
-    copied, committed_at = False, time.monotonic()
     try:
+        await producer.begin_transaction()
+        committed_at = time.monotonic()
         while not stop.is_set():
             for message in await loop.run_in_executor(reader, consumer.consume, BATCH, COMMIT_SECONDS):
                 if message.error() is not None:
                     if message.error().fatal():
                         raise KafkaException(message.error())
                     continue
-                await _send(producer, alias, message)
+                sent.append(await _send(producer, alias, message))
                 moved[(message.topic(), message.partition())] = message.offset() + 1
-                copied = True
-            if copied and time.monotonic() - committed_at >= COMMIT_SECONDS:
-                await _commit(producer, moved, alias)
-                copied, committed_at = False, time.monotonic()
-        if copied:
-            await _commit(producer, moved, alias)
+            if moved and time.monotonic() - committed_at >= COMMIT_SECONDS:
+                await _commit(producer, sent, moved, alias)
+                committed_at = time.monotonic()
+        if moved:
+            await _commit(producer, sent, moved, alias)
         await producer.abort_transaction()  # the empty one begun after the last commit
     finally:
-        await producer.stop()
-        reader.shutdown()
-        consumer.close()
+        try:
+            await producer.stop()
+        finally:
+            reader.shutdown()
 
 
 def main(argv: list[str]) -> int:
@@ -109,13 +118,18 @@ def main(argv: list[str]) -> int:
     parser.add_argument("patterns", nargs="+")
     args = parser.parse_args(argv)
     topics = matching_topics(args.source, args.patterns)
-    create_remote(args.target, args.alias, topics)
-    create_topics(
-        AdminClient({"bootstrap.servers": args.target}),
-        [(_offsets_topic(args.alias), 1, {"cleanup.policy": "compact"})],
-        replication_factor=None,
+    create_remote(
+        args.target,
+        args.alias,
+        topics,
+        also=((_offsets_topic(args.alias), 1, {"cleanup.policy": "compact"}),),
     )
-    asyncio.run(_copy(args.source, args.target, args.alias, sorted(topics)))
+    consumer = source_consumer(args.source, args.alias)
+    try:
+        consumer.subscribe(sorted(topics))
+        asyncio.run(_copy(consumer, args.target, args.alias))
+    finally:
+        consumer.close()
     return 0
 
 

@@ -65,7 +65,7 @@ class ProcessTree:
         index = bisect.bisect_left([t for t, _, _ in self.samples], when)
         return self.samples[min(index, len(self.samples) - 1)][1]
 
-    def peak_rss_bytes(self, until: float | None = None, since: float | None = None) -> int:
+    def peak_rss_bytes(self, since: float | None = None, until: float | None = None) -> int:
         return max(
             (
                 rss

@@ -12,12 +12,19 @@ _PEER = {
     "mirror-alo": "mm2-alo",
     "mm2-eos": "mm2-eos",
     "mm2-alo": "mm2-alo",
-    "floor-eos": "mm2-eos",
-    "floor-eos-k4": "mm2-eos",
-    "floor-eos-aiokafka": "mm2-eos",
 }
-# Rows with no group translation to measure: the perf tools, and the floor (it copies records only).
-_NO_TRANSLATION = {"ceiling", "floor-eos", "floor-eos-k4", "floor-eos-aiokafka"}
+
+
+def _peer(name: str) -> str:
+    """The MM2 row a row's ratios are taken against: every floor copies exactly once."""
+    return "mm2-eos" if name.startswith("floor-") else _PEER.get(name, "")
+
+
+def _translates(name: str) -> bool:
+    """Whether a row has group translation to measure: the perf tools and the floors copy records only."""
+    return name != "ceiling" and not name.startswith("floor-")
+
+
 # The steady loads: where a contender's result is, and where the load is described.
 _STEADY_LOADS = (("latency", "steady"), ("latency_many", "steady_many"))
 
@@ -65,7 +72,7 @@ def _catch_up_table(results: dict[str, Any], rows: dict[str, dict[str, Any]]) ->
     unmeasured = []
     for name, row in rows.items():
         for workload, result in row.get("catch_up", {}).items():
-            peer = rows.get(_PEER.get(name, ""), {}).get("catch_up", {}).get(workload, {})
+            peer = rows.get(_peer(name), {}).get("catch_up", {}).get(workload, {})
             top = ceiling.get("catch_up", {}).get(workload, {})
             rate = result.get("records_per_second")
             cells = [
@@ -110,9 +117,9 @@ def _steady_rows(rows: dict[str, dict[str, Any]], key: str, load: dict[str, Any]
                     "| " + " | ".join([row["label"], description, *["-"] * 3, "failed", *["-"] * 5]) + " |"
                 )
             continue
-        peer = rows.get(_PEER.get(name, ""), {}).get(key) or {}
+        peer = rows.get(_peer(name), {}).get(key) or {}
         translation = row.get("translation") or {}
-        if name in _NO_TRANSLATION or key != "latency":
+        if not _translates(name) or key != "latency":
             re_read = "-"  # measured on the 8-partition steady topic of the replicators only
         elif translation.get("synced"):
             re_read = _number(translation.get("records_re_read"))

@@ -11,7 +11,6 @@ import itertools
 import json
 import re
 import subprocess
-import threading
 import time
 import urllib.request
 from collections import Counter
@@ -24,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 from confluent_kafka import ElectionType, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirror.kafka.admin import create_topics, topic_ids
 from mirror.kafka.clients import admin_client
@@ -34,7 +33,6 @@ from tests.kafka_backends import KafkaCluster, replicated_clusters
 from tests.mirror_process import (
     MirrorRun,
     assert_alive,
-    committed_positions,
     source_partitions,
     total_copied,
     wait_until_caught_up,
@@ -43,6 +41,7 @@ from tests.mirror_process import (
 )
 from tests.records import compare_records, read_topic
 from tests.reliability.conftest import Record
+from tests.reliability.progress import Progress
 from tests.reliability.traffic import Traffic, compare_topics
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.reliability, pytest.mark.solo]
@@ -84,107 +83,6 @@ def _topics_under_load(source: KafkaCluster, prefix: str) -> tuple[list[str], Tr
         future.result(timeout=60)
     source.nodes.wait_until_in_sync()
     return topics, Traffic(source, dict.fromkeys(topics, PARTITIONS), per_second=RATE).start()
-
-
-class Progress:
-    """Samples how many records the flow has committed, once a second, in the background: the
-    longest time without progress, and what was copied in a window of time."""
-
-    def __init__(self, source: KafkaCluster, target: KafkaCluster, topics: list[str]) -> None:
-        # The partitions are listed once, now: a sample must ask only the target, or it would fail
-        # (and show a stall that is not there) while a source broker is down.
-        self._target = target
-        self._remote = {(t, p): (f"A.{t}", p) for t, p in source_partitions(source, topics)}
-        self.samples: list[tuple[float, int]] = []
-        self._positions: list[tuple[float, dict[tuple[str, int], int]]] = []
-        # The source's end offsets, sampled apart (a partition whose leader is down does not answer
-        # until it moves, and must not hold up the target's samples): a partition that did not copy
-        # in a window is stuck only if the source held records past its position.
-        self._source = AdminClient(source.properties())
-        self._ends: list[tuple[float, dict[tuple[str, int], int]]] = []
-        self.partitions = sorted(self._remote)
-        self.failed = 0  # samples the target did not answer, once copying had begun
-        self._stop = threading.Event()
-        self._threads = [
-            threading.Thread(target=self._run, name="progress", daemon=True),
-            threading.Thread(target=self._sample_ends, name="source-ends", daemon=True),
-        ]
-
-    def __enter__(self) -> Progress:
-        for thread in self._threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout=60)
-
-    def _sample_ends(self) -> None:
-        latest = OffsetSpec.latest()
-        while not self._stop.wait(1.0):
-            asked = self._source.list_offsets(
-                {TopicPartition(t, p): latest for t, p in self.partitions}, request_timeout=10
-            )
-            ends: dict[tuple[str, int], int] = {}
-            for tp, future in asked.items():
-                with contextlib.suppress(KafkaException):  # its leader down: that one not known now
-                    ends[(tp.topic, tp.partition)] = future.result().offset
-            if ends:
-                self._ends.append((time.monotonic(), ends))
-
-    def _run(self) -> None:
-        while not self._stop.wait(1.0):
-            try:
-                positions = committed_positions(self._target, self._remote)
-            except Exception:  # noqa: BLE001 - a broker down (or no remote topic yet): asked again
-                if self.samples:
-                    self.failed += 1
-                continue
-            copied = sum(max(0, offset) for offset in positions.values())
-            if copied:
-                self.samples.append((time.monotonic(), copied))
-                self._positions.append((time.monotonic(), positions))
-            elif self.samples:  # no position at all: the target did not answer
-                self.failed += 1
-
-    def idle_between(self, start: float, end: float) -> list[tuple[str, int]]:
-        """Partitions whose committed position did not move after `start` and up to `end` (every
-        partition if no sample shows either end)."""
-        before = [positions for at, positions in self._positions if at <= start]
-        inside = [positions for at, positions in self._positions if start < at <= end]
-        if not before or not inside:
-            return self.partitions
-        return sorted(part for part, offset in inside[-1].items() if offset <= before[-1][part])
-
-    def stuck_between(self, start: float, end: float) -> list[tuple[str, int]]:
-        """The idle partitions of `idle_between` that had records to copy: the source held records
-        past their position at `start` by `end` less 10 s (time enough to copy a record). The
-        partitions the load itself left alone are not stuck. Every partition, if no sample shows the
-        window: a check that saw nothing must not pass."""
-        before = [positions for at, positions in self._positions if at <= start]
-        ends = [sample for at, sample in self._ends if start < at <= end - 10]
-        if not before or not ends:
-            return self.partitions
-        highest = {part: max(sample.get(part, -1) for sample in ends) for part in self.partitions}
-        return [part for part in self.idle_between(start, end) if highest.get(part, -1) > before[-1][part]]
-
-    def copied_between(self, start: float, end: float) -> int:
-        """Records committed after `start` and up to `end` (0 if no sample shows any)."""
-        before = [copied for at, copied in self.samples if at <= start]
-        inside = [copied for at, copied in self.samples if start < at <= end]
-        return max(inside) - max(before) if before and inside else 0
-
-    def longest_stall(self, start: float = 0.0, end: float = float("inf")) -> float:
-        """Seconds between two samples that saw progress, the longest such gap ending in
-        [start, end]."""
-        longest, last_at, last = 0.0, None, -1
-        for at, copied in self.samples:
-            if copied > last:
-                if last_at is not None and start <= at <= end:
-                    longest = max(longest, at - last_at)
-                last_at, last = at, copied
-        return longest
 
 
 def transaction_coordinator(cluster: KafkaCluster, transactional_ids: list[str]) -> int:

@@ -15,6 +15,7 @@ def _catch_up(rate: float, *, complete: bool = True, duplicated: int = 0) -> dic
     return {
         "records_per_second": rate,
         "megabytes_per_second": rate / 1e4,
+        "peak_rss_megabytes": rate * 7,
         "complete": complete,
         "verdict": verdict,
     }
@@ -164,6 +165,7 @@ def test_a_contender_that_delivered_part_of_the_load_is_shown_as_such() -> None:
 def test_the_peak_memory_of_the_steady_window_is_shown_beside_its_cpu() -> None:
     latency_table = markdown(_many_results()).split("\n\n")[-1]
     assert _many_steady_row(latency_table, "mirror eos")[8] == "3,000"  # its own, not the catch-up's
+    assert _catch_up_row(markdown(_many_results()), "mirror eos", "1000p-100b")[8] == "210"
 
 
 def test_delivery_is_rounded_down_so_a_missing_record_never_reads_100_percent() -> None:
