@@ -7,9 +7,9 @@ from __future__ import annotations
 import threading
 import time
 
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import IsolationLevel, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from mirror.kafka.offsets import high_watermarks
 from tests.kafka_backends import KafkaCluster
 from tests.mirror_process import committed_positions, source_partitions
 
@@ -33,11 +33,11 @@ class Progress:
         self._positions: list[tuple[float, dict[Partition, int]]] = []
         # The source's end offsets, sampled apart (a partition whose leader is down does not answer
         # until it moves, and must not hold up the target's samples): a partition that did not copy
-        # in a window is stuck only if the source held records past its position. mirror's own
-        # reader asks again after fresh metadata, which a leader that died or moved needs.
-        self._source = AdminClient(source.properties())
+        # in a window is stuck only if the source held records past its position.
+        self._source_properties = source.properties()
         self._ends: list[tuple[float, dict[Partition, int]]] = []
-        self.ends_failed = 0  # samples of the source's ends that did not answer for every partition
+        self.ends_failed = 0  # samples of the source's ends in which no partition answered
+        self._ends_error = ""  # the last error a partition's end was asked with
         self.partitions = sorted(self._remote)
         self.failed = 0  # samples the target did not answer, once copying had begun
         self._stop = threading.Event()
@@ -57,13 +57,30 @@ class Progress:
             thread.join(timeout=60)
 
     def _sample_ends(self) -> None:
+        latest = OffsetSpec.latest()  # the high watermark: the load is not transactional
         while not self._stop.wait(1.0):
-            try:
-                ends = high_watermarks(self._source, self.partitions)  # the load is not transactional
-            except Exception:  # noqa: BLE001 - a leader down for longer than its retries: asked again
+            # A new client each time, so each sample learns the leaders afresh. Each partition on
+            # its own: one offline on the source (its only in-sync replica the broker that died)
+            # answers nothing for the whole outage, and must not hide the others' ends.
+            admin = AdminClient(self._source_properties)
+            asked = admin.list_offsets(
+                {TopicPartition(*part): latest for part in self.partitions},
+                isolation_level=IsolationLevel.READ_UNCOMMITTED,
+                request_timeout=10,
+            )
+            ends: dict[Partition, int] = {}
+            for tp, future in asked.items():
+                try:
+                    offset = future.result(timeout=15).offset
+                except Exception as exc:  # noqa: BLE001 - that partition's end is not known now
+                    self._ends_error = str(exc)
+                    continue
+                if offset >= 0:  # a whole request to a dead leader answers -1001, not an error
+                    ends[(tp.topic, tp.partition)] = offset
+            if ends:
+                self._ends.append((time.monotonic(), ends))
+            else:
                 self.ends_failed += 1
-                continue
-            self._ends.append((time.monotonic(), ends))
 
     def _run(self) -> None:
         while not self._stop.wait(1.0):
@@ -89,20 +106,28 @@ class Progress:
             return self.partitions
         return sorted(part for part, offset in inside[-1].items() if offset <= before[-1][part])
 
-    def stuck_between(self, start: float, end: float) -> list[Partition]:
-        """The idle partitions of `idle_between` that had records to copy: the source held records
-        past their position at `start` by `end` less 10 s (time enough to copy a record). The
-        partitions the load itself left alone are not stuck."""
+    def stuck_between(self, start: float, end: float) -> tuple[list[Partition], list[Partition]]:
+        """The idle partitions of `idle_between` that had records to copy (the source held records
+        past their position at `start` by `end` less 10 s, time enough to copy a record), and those
+        whose end no sample knew (offline on the source: nothing could be written to them or read).
+        The partitions the load itself left alone are neither."""
         before = [positions for at, positions in self._positions if at <= start]
         ends = [sample for at, sample in self._ends if start < at <= end - 10]
         if not ends:  # a check that saw nothing must not pass, nor blame mirror
             raise NoSourceEndsError(
-                f"no sample of the source's ends in the window ({self.ends_failed} samples failed)"
+                f"no sample of the source's ends in the window ({self.ends_failed} samples failed, "
+                f"the last with: {self._ends_error})"
             )
+        idle = self.idle_between(start, end)
         if not before:
-            return self.partitions
-        highest = {part: max(sample[part] for sample in ends) for part in self.partitions}
-        return [part for part in self.idle_between(start, end) if highest[part] > before[-1][part]]
+            return idle, []
+        known = {
+            part: max(sample[part] for sample in ends if part in sample)
+            for part in idle
+            if any(part in sample for sample in ends)
+        }
+        stuck = [part for part, highest in known.items() if highest > before[-1][part]]
+        return stuck, [part for part in idle if part not in known]
 
     def copied_between(self, start: float, end: float) -> int:
         """Records committed after `start` and up to `end` (0 if no sample shows any)."""
