@@ -42,6 +42,9 @@ class FlowSettings:
     # Copy tasks: how many, how often each commits a transaction, how long one Spark epoch runs.
     tasks_max: int = 1
     producers_per_task: int = 1
+    # Whose producer a copy task writes through: librdkafka's, or aiokafka's, which packs many
+    # partitions into one produce request (mirror.kafka.packing_producer).
+    copy_producer: str = "librdkafka"
     commit_interval_ms: int = 100
     epoch_seconds: float = 600.0
     throttle_bytes_per_second: float | None = None  # the whole flow's; its tasks share it
@@ -222,6 +225,7 @@ def flow_settings(
         offsets_topic=flow.offsets_storage_topic or f"mm2-offsets.{source}.internal",
         tasks_max=flow.tasks_max or default_tasks_max(),
         producers_per_task=flow.producers_per_task,
+        copy_producer=flow.copy_producer,
         commit_interval_ms=flow.commit_interval_ms,
         epoch_seconds=config.spark.epoch_seconds,
         throttle_bytes_per_second=flow.throttle_bytes_per_second,

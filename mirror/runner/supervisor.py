@@ -30,6 +30,7 @@ from pyspark.sql import SparkSession
 from mirror.config.flow_settings import FlowSettings, flow_settings
 from mirror.config.models import FlowConfig, MirrorConfig
 from mirror.errors import ConfigError, FlowTakenOverError, MirrorError
+from mirror.kafka.aiokafka_terms import producer_options
 from mirror.kafka.clients import check_properties, wait_until_reachable
 from mirror.metrics import CheckpointMetrics, HeartbeatMetrics, RunMetrics, SourceMetrics, serve
 from mirror.runner.cluster_answers import TARGET_LATE_SECONDS, flow_silences
@@ -222,6 +223,9 @@ class Supervisor:
             raise ConfigError([problem]) from exc
 
     def _reach_clusters(self, settings: list[FlowSettings]) -> None:
+        for flow in settings:
+            if flow.copy_producer == "aiokafka":  # its producer takes fewer properties than librdkafka's
+                producer_options(flow.target_producer, what=f"flow {flow.name}: copy_producer aiokafka")
         aliases = dict.fromkeys(alias for s in settings for alias in (s.source, s.target))
         for alias in aliases:
             cluster = self._config.clusters[alias]

@@ -10,6 +10,7 @@ from confluent_kafka import Consumer, Producer
 
 from mirror.config.flow_settings import FlowSettings
 from mirror.kafka.clients import admin_client
+from mirror.kafka.packing_producer import CopyProducer
 from mirror.source import copy_clients
 from mirror.source.split_reader import SplitReader
 
@@ -39,14 +40,15 @@ def remote_reader(settings: FlowSettings) -> Consumer:
     return copy_clients.remote_reader(settings.target_consumer, _copier_group(settings))
 
 
-def task_writer(settings: FlowSettings, transactional_id: str | None) -> Producer:
+def task_writer(settings: FlowSettings, transactional_id: str | None) -> CopyProducer:
     """The task's producer, on the target: transactional (fencing every older holder of the id)
-    or, at-least-once, idempotent."""
+    or, at-least-once, idempotent; librdkafka's or aiokafka's, as the flow's copy_producer says."""
     return copy_clients.task_writer(
         settings.target_producer,
         transactional_id,
         commit_interval_ms=settings.commit_interval_ms,
         doing=f"flow {settings.name}: initialising {transactional_id}",
+        packing_group=settings.positions_group() if settings.copy_producer == "aiokafka" else None,
     )
 
 

@@ -10,7 +10,9 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer
 
+from mirror.kafka.aiokafka_terms import producer_options
 from mirror.kafka.clients import consumer, producer
+from mirror.kafka.packing_producer import CopyProducer, PackingProducer
 from mirror.kafka.transactions import init_transactions
 from mirror.source.split_reader import PARTITIONS_PER_CONSUMER
 
@@ -99,11 +101,22 @@ def task_writer_config(
 
 
 def task_writer(
-    properties: dict[str, str], transactional_id: str | None, *, commit_interval_ms: int, doing: str
-) -> Producer:
+    properties: dict[str, str],
+    transactional_id: str | None,
+    *,
+    commit_interval_ms: int,
+    doing: str,
+    packing_group: str | None = None,
+) -> CopyProducer:
     """The task's producer: transactional (initialised, so every older holder of the id is fenced
-    and its open transaction ended) or, at-least-once, idempotent."""
-    writer = producer(task_writer_config(properties, transactional_id, commit_interval_ms=commit_interval_ms))
+    and its open transaction ended) or, at-least-once, idempotent. With `packing_group`, aiokafka's
+    (mirror.kafka.packing_producer), committing positions for that group; else librdkafka's."""
+    config = task_writer_config(properties, transactional_id, commit_interval_ms=commit_interval_ms)
+    if packing_group is not None:
+        return PackingProducer(
+            producer_options(config, what=doing), transactional_id, group_id=packing_group, doing=doing
+        )
+    writer = producer(config)
     if transactional_id is not None:
         init_transactions(writer, doing)
     return writer

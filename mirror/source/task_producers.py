@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from confluent_kafka import Consumer, Producer
 
 from mirror.config.flow_settings import FlowSettings
+from mirror.kafka.packing_producer import CopyProducer, PackingProducer
 from mirror.kafka.transactions import abort, call
 from mirror.source.clients import task_writer
 from mirror.source.partition_copy import PartitionCopy
@@ -36,7 +37,7 @@ class TaskProducers:
         ]
         # Opens and commits the producers' transactions at once.
         self._pool = ThreadPoolExecutor(count, thread_name_prefix="commit") if count > 1 else None
-        self.producers: list[Producer] | None = None
+        self.producers: list[CopyProducer] | None = None
         self.open = [False] * count  # per producer: a transaction begun, not committed or aborted
 
     @property
@@ -58,7 +59,7 @@ class TaskProducers:
         """One producer per id, each initialised: that fences every older holder of the id and
         settles a commit whose outcome was unknown, so none of ours is open when positions are read."""
 
-        def make(transactional_id: str | None) -> Producer:
+        def make(transactional_id: str | None) -> CopyProducer:
             return task_writer(self._settings, transactional_id)
 
         self.open = [False] * len(self.ids)
@@ -69,6 +70,7 @@ class TaskProducers:
 
     def drop(self) -> None:
         """Forget every producer: making them again fences the dropped ones and aborts what they held."""
+        self._release()
         self.producers = None
         self.open = [False] * len(self.ids)
 
@@ -105,5 +107,13 @@ class TaskProducers:
             producer.poll(0)  # serve the purged records' reports before they are cleared
 
     def close(self) -> None:
+        self._release()
         if self._pool is not None:
             self._pool.shutdown(wait=False)
+
+    def _release(self) -> None:
+        """aiokafka's producers hold connections and tasks on their loop until stopped; librdkafka's
+        go with their last reference."""
+        for producer in self.producers or ():
+            if isinstance(producer, PackingProducer):
+                producer.close()

@@ -1,0 +1,375 @@
+"""A producer that packs every partition a broker leads into one produce request: aiokafka's,
+behind the calls the copy path makes of librdkafka's Producer.
+
+librdkafka sends one partition per produce request, at most five in flight per connection
+(confluentinc/librdkafka#1700). A copy task whose transaction touches thousands of partitions
+with a record or two each waits for thousands of requests at every commit; Kafka's Java producer
+(MM2's) and aiokafka send them in a request per broker. The bench's two floors measured the
+difference: at 10,000 partitions under a thin load, p99 4.0 s with aiokafka against 62 s with
+librdkafka, and MM2's 4.0 s (bench/results/20261127T173646Z-huge-*). Where partitions carry
+thousands of records each librdkafka is the faster, as it builds batches in C: which one a flow
+uses is its `copy_producer`.
+
+aiokafka runs on asyncio; the copy loop is synchronous. Each process has one event loop in a
+thread of its own, serving every PackingProducer in it. A producer's records go to its loop in
+chunks, in order, and the loop appends them to one batch per partition; delivery reports come
+back to the caller's thread, where poll() and flush() hand them to the `on_delivery` callbacks,
+as librdkafka's do. Every transactional call waits on the loop, bounded: past its bound the
+producer counts as stuck (ProducerStuckError) and its owner makes a new one, whose
+initialisation fences it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.partitioner import DefaultPartitioner
+from aiokafka.structs import OffsetAndMetadata
+from aiokafka.structs import TopicPartition as AioTopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+
+from mirror.errors import ProducerStuckError
+from mirror.kafka.aiokafka_terms import kafka_error
+
+# A chunk goes to the loop once this many records wait, and at every poll() and flush(): a
+# transaction's records are readable only once it commits, so holding a thin load's records until
+# the commit's flush puts each partition's in one batch, while a catch-up's stream out as they come.
+CHUNK_RECORDS = 2_000
+BATCH_BYTES = 512 * 1024
+GRACE_SECONDS = 5.0  # past a call's own timeout, before the producer counts as stuck
+STOP_SECONDS = 5.0
+
+_loop_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+
+
+def _event_loop() -> asyncio.AbstractEventLoop:
+    """The process's loop for aiokafka, running in a daemon thread from its first use."""
+    global _loop  # noqa: PLW0603 - one loop per process, made on first use
+    with _loop_lock:
+        if _loop is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="aiokafka-loop", daemon=True).start()
+            _loop = loop
+        return _loop
+
+
+@dataclass(slots=True)
+class _Record:
+    topic: str
+    partition: int  # -1: by the key's murmur2 hash, as Java's producer and Connect place it
+    key: bytes | None
+    value: bytes | None
+    timestamp: int  # ms; 0: the time it is appended
+    headers: list[tuple[str, bytes | None]] | None
+    on_delivery: Callable[[KafkaError | None, Any], None] | None
+
+
+class Delivered:
+    """What an `on_delivery` callback is handed: the parts of librdkafka's Message it reads."""
+
+    __slots__ = ("_offset", "_record")
+
+    def __init__(self, record: _Record, offset: int) -> None:
+        self._record, self._offset = record, offset
+
+    def topic(self) -> str:
+        return self._record.topic
+
+    def key(self) -> bytes | None:
+        return self._record.key
+
+    def value(self) -> bytes | None:
+        return self._record.value
+
+    def offset(self) -> int:
+        return self._offset
+
+
+class PackingProducer:
+    """A transactional (or, with no id, idempotent) producer on aiokafka, called like librdkafka's.
+
+    `group_id` is the group send_offsets_to_transaction commits for; the group metadata argument
+    librdkafka wants is accepted and not read.
+    """
+
+    def __init__(
+        self,
+        options: Mapping[str, Any],
+        transactional_id: str | None,
+        *,
+        group_id: str | None = None,
+        doing: str,
+        start_seconds: float = 60.0,
+    ) -> None:
+        self._loop = _event_loop()
+        self._group_id = group_id
+        self._transactional = transactional_id is not None
+        self._pending: list[_Record] = []  # produced, not yet handed to the loop
+        self._reports: deque[tuple[Sequence[_Record], KafkaError | None, int]] = deque()
+        self._outstanding = 0  # handed to the loop, not yet reported
+        self._settled = threading.Condition()
+        self._broken: KafkaError | None = None
+        self._partition = DefaultPartitioner()
+        self._queue: asyncio.Queue[tuple[str, Any, asyncio.Future[Any] | None]] | None = None
+        self._producer: AIOKafkaProducer | None = None
+        self._call(self._start(dict(options), transactional_id), start_seconds, doing)
+
+    # -- the producer API the copy path uses -------------------------------------------------
+
+    def produce(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        partition: int = -1,
+        *,
+        timestamp: int = 0,
+        headers: list[tuple[str, bytes | None]] | None = None,
+        on_delivery: Callable[[KafkaError | None, Any], None] | None = None,
+    ) -> None:
+        if self._broken is not None:
+            raise KafkaException(self._broken)
+        self._pending.append(_Record(topic, partition, key, value, timestamp, headers, on_delivery))
+        if len(self._pending) >= CHUNK_RECORDS:
+            self._hand_over()
+
+    def poll(self, timeout: float = 0) -> int:
+        """Serve the delivery reports that came in; wait up to `timeout` for one if none had."""
+        self._hand_over()
+        if not self._reports and timeout > 0:
+            with self._settled:
+                self._settled.wait_for(lambda: bool(self._reports), timeout)
+        return self._serve()
+
+    def flush(self, timeout: float = -1) -> int:
+        """Wait until every record produced is reported (their callbacks run here); the number
+        still unreported when `timeout` passed."""
+        self._hand_over()
+        deadline = None if timeout < 0 else time.monotonic() + timeout
+        while True:
+            self._serve()
+            with self._settled:
+                if self._outstanding == 0 and not self._reports:
+                    return 0
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return self._outstanding
+                self._settled.wait(remaining if remaining is not None else 1.0)
+
+    def begin_transaction(self) -> None:
+        self._transaction_call(lambda p: p.begin_transaction(), 30.0, "beginning a transaction")
+
+    def send_offsets_to_transaction(
+        self, offsets: Sequence[TopicPartition], group_metadata: object, timeout: float
+    ) -> None:
+        del group_metadata  # aiokafka names the group; this producer was told it
+        if self._group_id is None:
+            raise KafkaException(KafkaError(KafkaError._INVALID_ARG, "no group to commit offsets for"))
+        group = self._group_id
+        committed = {
+            AioTopicPartition(tp.topic, tp.partition): OffsetAndMetadata(tp.offset, tp.metadata or "")
+            for tp in offsets
+        }
+        self._transaction_call(
+            lambda p: p.send_offsets_to_transaction(committed, group), timeout, "adding offsets"
+        )
+
+    def commit_transaction(self, timeout: float = 60.0) -> None:
+        self._hand_over()
+        self._transaction_call(lambda p: p.commit_transaction(), timeout, "committing")
+
+    def abort_transaction(self, timeout: float = 60.0) -> None:
+        self._hand_over()
+        self._transaction_call(lambda p: p.abort_transaction(), timeout, "aborting")
+        self._serve()
+
+    def close(self) -> None:
+        """Stop the producer without waiting: what it held open, the next holder of its id aborts."""
+        self._pending.clear()
+        if self._producer is not None and self._queue is not None:
+            queue = self._queue
+            self._loop.call_soon_threadsafe(queue.put_nowait, ("stop", None, None))
+
+    # -- the caller's side ---------------------------------------------------------------------
+
+    def _hand_over(self) -> None:
+        if not self._pending or self._queue is None:
+            return
+        chunk, self._pending = self._pending, []
+        with self._settled:
+            self._outstanding += len(chunk)
+        self._loop.call_soon_threadsafe(self._queue.put_nowait, ("records", chunk, None))
+
+    def _serve(self) -> int:
+        served = 0
+        while self._reports:
+            records, error, base = self._reports.popleft()
+            for index, record in enumerate(records):
+                if record.on_delivery is not None:
+                    record.on_delivery(error, Delivered(record, -1 if error is not None else base + index))
+            served += len(records)
+        return served
+
+    def _transaction_call(
+        self, action: Callable[[AIOKafkaProducer], Coroutine[Any, Any, Any]], timeout: float, doing: str
+    ) -> None:
+        if self._broken is not None:
+            raise KafkaException(self._broken)
+        self._call(self._in_order(action), timeout, doing, fatal=True)
+
+    def _call(
+        self, work: Coroutine[Any, Any, Any], timeout: float, doing: str, *, fatal: bool = False
+    ) -> Any:
+        """Run `work` on the loop and wait for it, bounded; aiokafka's errors as librdkafka's."""
+        future = asyncio.run_coroutine_threadsafe(asyncio.wait_for(work, timeout), self._loop)
+        try:
+            return future.result(timeout + GRACE_SECONDS)
+        except FutureTimeout:
+            future.cancel()
+            self._broken = KafkaError(KafkaError._FATAL, f"{doing}: stuck", fatal=True)
+            raise ProducerStuckError(
+                f"{doing}: aiokafka did not return {timeout + GRACE_SECONDS:g}s after the call; "
+                "replacing the producer"
+            ) from None
+        except Exception as exc:  # every aiokafka error becomes librdkafka's kind
+            error = kafka_error(exc, fatal=fatal)
+            if error.fatal():
+                self._broken = error
+            raise KafkaException(error) from exc
+
+    # -- the loop's side -----------------------------------------------------------------------
+
+    async def _start(self, options: dict[str, Any], transactional_id: str | None) -> None:
+        producer = AIOKafkaProducer(
+            **options,
+            # The chunks handed over are the linger: a batch waits for nothing once appended.
+            linger_ms=0,
+            max_batch_size=BATCH_BYTES,
+            enable_idempotence=True,
+            acks="all",
+            transactional_id=transactional_id,
+        )
+        try:
+            await producer.start()  # a transactional id is initialised here, fencing older holders
+        except BaseException:
+            await producer.stop()
+            raise
+        self._producer = producer
+        self._queue = asyncio.Queue()
+        asyncio.get_running_loop().create_task(self._work(self._queue, producer))
+
+    async def _in_order(self, action: Callable[[AIOKafkaProducer], Coroutine[Any, Any, Any]]) -> Any:
+        """`action` after every chunk handed over before it reached the producer."""
+        assert self._queue is not None  # noqa: S101 - started in __init__
+        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait(("call", action, done))
+        return await done
+
+    async def _work(
+        self, queue: asyncio.Queue[tuple[str, Any, asyncio.Future[Any] | None]], producer: AIOKafkaProducer
+    ) -> None:
+        """Chunks and calls, one at a time in the order they came: a partition's records keep it."""
+        while True:
+            kind, payload, done = await queue.get()
+            if kind == "stop":
+                # Not awaited by anyone: its id's next holder aborts what it held.
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(producer.stop(), STOP_SECONDS)
+                return
+            if kind == "records":
+                await self._send(producer, payload)
+                continue
+            assert done is not None  # noqa: S101 - calls always come with one
+            try:
+                result = await payload(producer)
+            except Exception as exc:  # noqa: BLE001 - handed to the waiting caller
+                if not done.done():  # its caller may have given up on it
+                    done.set_exception(exc)
+            else:
+                if not done.done():
+                    done.set_result(result)
+
+    async def _send(self, producer: AIOKafkaProducer, records: list[_Record]) -> None:
+        by_partition: dict[tuple[str, int], list[_Record]] = {}
+        for record in records:
+            if record.partition < 0:
+                try:
+                    record.partition = await self._by_key(producer, record)
+                except Exception as exc:  # noqa: BLE001 - reported as its delivery error
+                    self._report([record], kafka_error(exc))
+                    continue
+            by_partition.setdefault((record.topic, record.partition), []).append(record)
+        for (topic, partition), group in by_partition.items():
+            await self._send_partition(producer, topic, partition, group)
+
+    async def _by_key(self, producer: AIOKafkaProducer, record: _Record) -> int:
+        partitions = sorted(await producer.partitions_for(record.topic))
+        return int(self._partition(record.key, partitions, partitions))
+
+    async def _send_partition(
+        self, producer: AIOKafkaProducer, topic: str, partition: int, records: list[_Record]
+    ) -> None:
+        start = 0
+        while start < len(records):
+            try:
+                batch, end = self._batch(producer, records, start)
+            except Exception as exc:  # noqa: BLE001 - a record aiokafka cannot encode
+                self._report(records[start:], kafka_error(exc))
+                return
+            if end == start:  # larger than a batch on its own
+                self._report(
+                    records[start : start + 1], KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "too large")
+                )
+                start += 1
+                continue
+            chunk = records[start:end]
+            start = end
+            try:
+                delivered = await producer.send_batch(batch, topic, partition=partition)
+            except Exception as exc:  # noqa: BLE001 - reported as the records' delivery error
+                self._report(chunk, kafka_error(exc))
+                continue
+            delivered.add_done_callback(lambda outcome, chunk=chunk: self._batch_done(outcome, chunk))
+
+    @staticmethod
+    def _batch(producer: AIOKafkaProducer, records: list[_Record], start: int) -> tuple[Any, int]:
+        """A batch of `records` from `start` on, as many as fit; and where the next one starts."""
+        batch = producer.create_batch()
+        end = start
+        for record in records[start:]:
+            appended = batch.append(
+                timestamp=record.timestamp or None, key=record.key, value=record.value,
+                headers=record.headers or [],
+            )  # fmt: skip
+            if appended is None:
+                break
+            end += 1
+        return batch, end
+
+    def _batch_done(self, outcome: asyncio.Future[Any], records: list[_Record]) -> None:
+        if outcome.cancelled():
+            self._report(records, KafkaError(KafkaError._PURGE_QUEUE, "purged"))
+        elif outcome.exception() is not None:
+            self._report(records, kafka_error(outcome.exception()))  # type: ignore[arg-type]
+        else:
+            self._report(records, None, outcome.result().offset)
+
+    def _report(self, records: Sequence[_Record], error: KafkaError | None, base: int = -1) -> None:
+        self._reports.append((records, error, base))
+        with self._settled:
+            self._outstanding -= len(records)
+            self._settled.notify_all()
+
+
+# A copy task's producer: librdkafka's, or this one.
+CopyProducer = Producer | PackingProducer
