@@ -75,6 +75,9 @@ def configure(
         # A job still running at its next interval (a cluster not answering) is expected; the
         # progress line says so instead of a warning every interval.
         logging.getLogger("apscheduler").setLevel(logging.ERROR)
+        # aiokafka's INFO lines (a coordinator found, per producer) are its librdkafka's debug
+        # noise; its warnings and errors stay.
+        logging.getLogger("aiokafka").setLevel(logging.WARNING)
     # librdkafka's own log (mirror.kafka.clients) is noise but with --debug.
     logging.getLogger("mirror.librdkafka").setLevel(logging.DEBUG if debug else logging.CRITICAL + 1)
     for name in _levels_set:

@@ -4,12 +4,13 @@ Crashes, zombies and other faults: tests/reliability."""
 
 from __future__ import annotations
 
+import re
 import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -63,6 +64,50 @@ def test_replicates_every_record_exactly_and_stops_cleanly(
     assert "exactly-once" in run.output()
     assert "Traceback" not in run.output()
     _assert_executors_logged_json(run, [plain, log_append])
+
+
+def test_the_aiokafka_producer_copies_hundreds_of_partitions_exactly_and_its_positions_read_back(
+    source_cluster: KafkaCluster, target_cluster: KafkaCluster, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # copy_producer: aiokafka packs partitions into produce requests: null keys and values (both
+    # at once too), repeated and null headers, aborted source transactions, a ~900 KB value,
+    # LogAppendTime, over 200 partitions and two tasks.
+    topic, log_append = unique_name(request, "packed-"), unique_name(request, "packed-appended-")
+    create_topic(source_cluster.bootstrap_servers, topic, partitions=200)
+    create_topic(source_cluster.bootstrap_servers, log_append, 2, {"message.timestamp.type": "LogAppendTime"})
+    produce_mixed(source_cluster, topic, 20_000, 200, seed=21, aborted_every=3)
+    produce_mixed(source_cluster, log_append, 1000, 2, seed=22)
+    large = Producer(source_cluster.properties())
+    large.produce(topic, value=LARGE_VALUE, key=b"large", partition=7)
+    assert large.flush(30) == 0
+
+    config = write_config(
+        tmp_path, source_cluster, target_cluster, [topic, log_append], copy_producer="aiokafka", tasks_max=2
+    )
+    run = MirrorRun(config, tmp_path / "run.log")
+    try:
+        wait_until_caught_up(source_cluster, target_cluster, [topic, log_append], run)
+        assert run.stop() == 0, run.output()[-3000:]
+    finally:
+        run.cleanup()
+
+    for copied in (topic, log_append):
+        assert_same_records(
+            read_topic(source_cluster.bootstrap_servers, copied),
+            read_topic(target_cluster.bootstrap_servers, f"A.{copied}"),
+        )
+    # The positions went into the transactions by aiokafka's TxnOffsetCommit; librdkafka (every
+    # reader of them: the tasks, the lag, `mirror verify`) reads each one back whole: a metadata
+    # string committed without librdkafka's terminator came back with stray bytes appended.
+    reader = Consumer({**target_cluster.properties(), "group.id": "__mirror-positions.A-B"})
+    try:
+        committed = reader.committed([TopicPartition(f"A.{topic}", p) for p in range(200)], timeout=30)
+    finally:
+        reader.close()
+    assert all(tp.error is None and tp.offset > 0 for tp in committed), committed[:3]
+    fields = re.compile(r"d=\d+;t=[\w+/]{22};e=\d+;s=[\w+/]{22}")
+    assert [tp.metadata for tp in committed if not fields.fullmatch(tp.metadata)] == []
+    assert "Traceback" not in run.output()
 
 
 def _assert_executors_logged_json(run: MirrorRun, topics: list[str]) -> None:
