@@ -289,7 +289,7 @@ def _options() -> tuple[argparse.Namespace, list[tuple[str, Any]]]:
 def main() -> int:
     args, overrides = _options()
     contenders = {
-        c.name: replace(c, flow_overrides=tuple(overrides))
+        c.name: replace(c, flow_overrides=(*c.flow_overrides, *overrides))
         if c.family == "mirror"
         else replace(c, premade_topics=args.mm2_premade_topics)
         if c.family == "mm2"

@@ -167,7 +167,9 @@ class Contender:
             return f"floor: bare consume -> transactional produce (bench/floor.py{many})"
         product = "mirror" if self.family == "mirror" else "MirrorMaker 2"
         premade = ", remote topics made for it" if self.premade_topics else ""
-        return f"{product} {'exactly-once' if self.exactly_once else 'at-least-once'}{premade}"
+        producer = dict(self.flow_overrides).get("copy_producer")
+        through = f", {producer}'s producer" if producer else ""
+        return f"{product} {'exactly-once' if self.exactly_once else 'at-least-once'}{premade}{through}"
 
     @property
     def checkpoints(self) -> bool:
@@ -280,6 +282,13 @@ CONTENDERS = (
     Contender("mm2-eos", "mm2", exactly_once=True),
     Contender("mirror-alo", "mirror", exactly_once=False),
     Contender("mirror-eos", "mirror", exactly_once=True),
+    # copy_producer: aiokafka, whose produce requests carry many partitions (mirror.kafka.packing_producer).
+    Contender(
+        "mirror-eos-aiokafka", "mirror", exactly_once=True, flow_overrides=(("copy_producer", "aiokafka"),)
+    ),
+    Contender(
+        "mirror-alo-aiokafka", "mirror", exactly_once=False, flow_overrides=(("copy_producer", "aiokafka"),)
+    ),
     Contender("floor-eos", "floor", exactly_once=True),
     Contender("floor-eos-k4", "floor", exactly_once=True, producers=4),
     Contender("floor-eos-aiokafka", "floor", exactly_once=True, producer_client="aiokafka"),

@@ -10,6 +10,8 @@ from typing import Any
 _PEER = {
     "mirror-eos": "mm2-eos",
     "mirror-alo": "mm2-alo",
+    "mirror-eos-aiokafka": "mm2-eos",
+    "mirror-alo-aiokafka": "mm2-alo",
     "mm2-eos": "mm2-eos",
     "mm2-alo": "mm2-alo",
 }

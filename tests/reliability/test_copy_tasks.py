@@ -131,11 +131,13 @@ def test_sigkills_at_random_moments_with_hundreds_of_partitions_lose_and_duplica
     # kill finds one: one landing while the tasks hand their partitions over to a new generation
     # (the first runs make the remote heartbeats topic, and the tasks take their partitions again)
     # finds none open, as a CI run's first two kills did. Most of those while copying must.
+    # aiokafka's producer opens its transaction at the coordinator only once it sends: a thin
+    # transaction's records go out at its commit (mirror.kafka.packing_producer), so fewer kills
+    # find one open (2 of 5 while copying, in the first run), and at least one must.
     copying = [ids for moment, ids in left_open if moment == "while copying"]
     hit = [ids for ids in copying if ids]
-    assert len(hit) * 2 >= len(copying) and (hit or not copying), (
-        f"kills and what they left open: {left_open}"
-    )
+    enough = len(copying) / 2 if copy_producer == "librdkafka" else 1
+    assert len(hit) >= enough and (hit or not copying), f"kills and what they left open: {left_open}"
     assert exit_code == 0, final.output()[-3000:]
     assert comparison.exact, comparison
     assert comparison.checked == 20_006 + produced
