@@ -136,7 +136,7 @@ def test_sigkills_at_random_moments_with_hundreds_of_partitions_lose_and_duplica
     # find one open (2 of 5 while copying, in the first run), and at least one must.
     copying = [ids for moment, ids in left_open if moment == "while copying"]
     hit = [ids for ids in copying if ids]
-    enough = len(copying) / 2 if copy_producer == "librdkafka" else 1
+    enough = len(copying) / 2 if copy_producer == "librdkafka" else min(1, len(copying))
     assert len(hit) >= enough and (hit or not copying), f"kills and what they left open: {left_open}"
     assert exit_code == 0, final.output()[-3000:]
     assert comparison.exact, comparison
