@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 import time
 from collections import deque
@@ -40,27 +41,31 @@ from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from mirror.errors import ProducerStuckError
 from mirror.kafka.aiokafka_terms import kafka_error
 
-# A chunk goes to the loop once this many records wait, and at every poll() and flush(): a
-# transaction's records are readable only once it commits, so holding a thin load's records until
-# the commit's flush puts each partition's in one batch, while a catch-up's stream out as they come.
+# A chunk goes to the loop once this many records wait, and at every flush() (and, without a
+# transaction, every poll()): a transaction's records are readable only once it commits, so
+# holding a thin load's records until the commit's flush puts each partition's in one batch,
+# while a catch-up's stream out as they come.
 CHUNK_RECORDS = 2_000
 BATCH_BYTES = 512 * 1024
 GRACE_SECONDS = 5.0  # past a call's own timeout, before the producer counts as stuck
 STOP_SECONDS = 5.0
+ABORT_REPORTS_SECONDS = 10.0
 
 _loop_lock = threading.Lock()
-_loop: asyncio.AbstractEventLoop | None = None
+_loop: tuple[int, asyncio.AbstractEventLoop] | None = None  # the process it runs in, and the loop
 
 
 def _event_loop() -> asyncio.AbstractEventLoop:
-    """The process's loop for aiokafka, running in a daemon thread from its first use."""
+    """The process's loop for aiokafka, running in a daemon thread from its first use. A process
+    forked after that (PySpark's daemon forks its workers) has the variable but not the thread,
+    so it makes its own."""
     global _loop  # noqa: PLW0603 - one loop per process, made on first use
     with _loop_lock:
-        if _loop is None:
+        if _loop is None or _loop[0] != os.getpid():
             loop = asyncio.new_event_loop()
             threading.Thread(target=loop.run_forever, name="aiokafka-loop", daemon=True).start()
-            _loop = loop
-        return _loop
+            _loop = (os.getpid(), loop)
+        return _loop[1]
 
 
 @dataclass(slots=True)
@@ -144,8 +149,11 @@ class PackingProducer:
             self._hand_over()
 
     def poll(self, timeout: float = 0) -> int:
-        """Serve the delivery reports that came in; wait up to `timeout` for one if none had."""
-        self._hand_over()
+        """Serve the delivery reports that came in; wait up to `timeout` for one if none had.
+        Without a transaction, what was produced goes to the loop now: it is readable as soon as
+        it lands, so it waits for neither a full chunk nor a flush."""
+        if not self._transactional:
+            self._hand_over()
         if not self._reports and timeout > 0:
             with self._settled:
                 self._settled.wait_for(lambda: bool(self._reports), timeout)
@@ -177,9 +185,9 @@ class PackingProducer:
             raise KafkaException(KafkaError(KafkaError._INVALID_ARG, "no group to commit offsets for"))
         group = self._group_id
         # confluent-kafka commits a metadata string with its C terminator, and reads one back up
-        # to the first NUL: without it, the reader takes whatever bytes follow in memory as part
-        # of the metadata (measured: 44 of 250 reads of aiokafka's commits came back with trailing
-        # garbage). Committed as librdkafka does, they read back the same.
+        # to the first NUL: without one, the reader takes whatever bytes follow in memory for
+        # part of the metadata (44 of 250 reads of aiokafka's commits came back with bytes
+        # appended; see librdkafka#4649). Committed as librdkafka does, they read back the same.
         committed = {
             AioTopicPartition(tp.topic, tp.partition): OffsetAndMetadata(
                 tp.offset, f"{tp.metadata}\x00" if tp.metadata else ""
@@ -195,9 +203,14 @@ class PackingProducer:
         self._transaction_call(lambda p: p.commit_transaction(), timeout, "committing")
 
     def abort_transaction(self, timeout: float = 60.0) -> None:
+        """Abort, then serve every report of the aborted records before returning, as librdkafka
+        does for those it purges: the caller forgets their partitions' state next, and a report
+        served after that would be taken for the next transaction's."""
         self._hand_over()
         self._transaction_call(lambda p: p.abort_transaction(), timeout, "aborting")
-        self._serve()
+        if self.flush(ABORT_REPORTS_SECONDS) > 0:
+            self._broken = KafkaError(KafkaError._FATAL, "aborted records still unreported", fatal=True)
+            raise KafkaException(self._broken)
 
     def close(self) -> None:
         """Stop the producer without waiting: what it held open, the next holder of its id aborts."""

@@ -225,7 +225,7 @@ class Supervisor:
     def _reach_clusters(self, settings: list[FlowSettings]) -> None:
         for flow in settings:
             if flow.copy_producer == "aiokafka":  # its producer takes fewer properties than librdkafka's
-                producer_options(flow.target_producer, what=f"flow {flow.name}: copy_producer aiokafka")
+                producer_options(flow.target_producer, what=f"flow {flow.name}")
         aliases = dict.fromkeys(alias for s in settings for alias in (s.source, s.target))
         for alias in aliases:
             cluster = self._config.clusters[alias]

@@ -284,6 +284,7 @@ class _CopyTask:
                     opened_at = self._began = time.monotonic()
                     self.writers.begin()
                 errors, copied_bytes = copy_messages(messages, self.writers.producers or (), self.sinks)
+                self.writers.sent()
                 self._handle(errors)
                 records += len(messages)
                 size += copied_bytes

@@ -88,6 +88,12 @@ class TaskProducers:
         assert self.producers is not None  # noqa: S101 - made before copying
         return Writers(self.producers, positions, sync_producer, self._pool, [False] * len(self.producers))
 
+    def sent(self) -> None:
+        """After a batch of records was produced: delivery reports served (librdkafka's), or the
+        records sent on (aiokafka's, at-least-once: mirror.kafka.packing_producer)."""
+        for producer in self.producers or ():
+            producer.poll(0)
+
     def committed(self, writers: Writers) -> None:
         """After a commit, whole or not: the producers that committed have no transaction open."""
         done = writers.committed or []
