@@ -225,7 +225,7 @@ def flow_settings(
         offsets_topic=flow.offsets_storage_topic or f"mm2-offsets.{source}.internal",
         tasks_max=flow.tasks_max or default_tasks_max(),
         producers_per_task=flow.producers_per_task,
-        copy_producer=flow.copy_producer,
+        copy_producer=flow.copy_producer or "librdkafka",  # `mirror run` chooses when unset
         commit_interval_ms=flow.commit_interval_ms,
         epoch_seconds=config.spark.epoch_seconds,
         throttle_bytes_per_second=flow.throttle_bytes_per_second,

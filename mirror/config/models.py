@@ -93,8 +93,9 @@ class FlowConfig(FrozenModel):
     # Transactional producers per copy task (exactly-once only; mirror.config.flow_settings.
     # task_producers says when more than one helps).
     producers_per_task: Annotated[int, Field(ge=1, le=16)] = 1
-    # Whose producer copy tasks write through (mirror.kafka.packing_producer says when each wins).
-    copy_producer: Literal["librdkafka", "aiokafka"] = "librdkafka"
+    # Whose producer copy tasks write through (mirror.kafka.packing_producer says when each wins);
+    # None: chosen by `mirror run` (mirror.runner.copy_producer).
+    copy_producer: Literal["librdkafka", "aiokafka"] | None = None
     # A copy task commits a transaction this often (and sooner when one grows large).
     commit_interval_ms: Annotated[int, Field(ge=1, le=60_000)] = 100
     # The most key and value bytes per second the flow copies, shared equally by its copy tasks.

@@ -44,7 +44,7 @@ _SSL = {"ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.
 # Settings whose job is done another way: idempotence and acks=all come with the producer
 # (transactional or idempotent, always); the partition is always given (Java's murmur2 hashing
 # for keyed internal records); records reach aiokafka in chunks, which are the linger;
-# librdkafka's queue and logging knobs have no counterpart.
+# librdkafka's queue, logging and socket (socket.*) knobs have no counterpart: aiokafka's own apply.
 _IMPLIED = {
     "linger.ms",
     "enable.idempotence",
@@ -63,11 +63,30 @@ _IMPLIED = {
 _COMPRESSION = {"none": None, "gzip": "gzip", "snappy": "snappy", "lz4": "lz4", "zstd": "zstd"}
 
 
+def unsupported(properties: Mapping[str, str]) -> list[str]:
+    """The producer properties among `properties` aiokafka's producer has no counterpart for."""
+    known = {*_RENAMED, *_SSL, *_IMPLIED, "compression.type", "compression.codec", "security.protocol"}
+    known |= {"sasl.mechanism", "sasl.mechanisms"}
+    missing = [name for name in properties if name not in known and not name.startswith("socket.")]
+    mechanism = properties.get("sasl.mechanism", properties.get("sasl.mechanisms", "PLAIN")).upper()
+    if mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):  # Kerberos and OAuth need more
+        missing.append(f"sasl.mechanism {mechanism}")
+    return sorted(missing)
+
+
 def producer_options(properties: Mapping[str, str], *, what: str) -> dict[str, Any]:
     """aiokafka's AIOKafkaProducer arguments for librdkafka producer `properties`; ConfigError
     naming a property it has no counterpart for, rather than a setting dropped silently."""
+    missing = unsupported(properties)
+    if missing:
+        raise ConfigError(
+            [
+                f"{what}: the aiokafka copy producer has no counterpart for producer "
+                f"propert{'ies' if len(missing) > 1 else 'y'} {', '.join(missing)}; remove "
+                f"{'them' if len(missing) > 1 else 'it'} or set copy_producer: librdkafka"
+            ]
+        )
     options: dict[str, Any] = {}
-    unknown = []
     for name, value in properties.items():
         if name in _RENAMED:
             option, kind = _RENAMED[name]
@@ -78,16 +97,6 @@ def producer_options(properties: Mapping[str, str], *, what: str) -> dict[str, A
             options["security_protocol"] = value.upper()
         elif name in ("sasl.mechanism", "sasl.mechanisms"):
             options["sasl_mechanism"] = value.upper()
-        elif name not in _SSL and name not in _IMPLIED and not name.startswith("socket."):
-            unknown.append(name)
-    if unknown:
-        raise ConfigError(
-            [
-                f"{what}: the aiokafka copy producer has no counterpart for producer "
-                f"propert{'ies' if len(unknown) > 1 else 'y'} {', '.join(sorted(unknown))}; remove "
-                f"{'them' if len(unknown) > 1 else 'it'} or set copy_producer: librdkafka"
-            ]
-        )
     if options.get("security_protocol", "PLAINTEXT") in ("SSL", "SASL_SSL"):
         context = create_ssl_context(
             cafile=properties.get("ssl.ca.location"),

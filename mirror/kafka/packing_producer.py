@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import threading
 import time
 from collections import deque
@@ -33,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError as AioKafkaError
 from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.structs import OffsetAndMetadata
 from aiokafka.structs import TopicPartition as AioTopicPartition
@@ -40,6 +40,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from mirror.errors import ProducerStuckError
 from mirror.kafka.aiokafka_terms import kafka_error
+from mirror.kafka.event_loop import process_loop
 
 # A chunk goes to the loop once this many records wait, and at every flush() (and, without a
 # transaction, every poll()): a transaction's records are readable only once it commits, so
@@ -50,22 +51,6 @@ BATCH_BYTES = 512 * 1024
 GRACE_SECONDS = 5.0  # past a call's own timeout, before the producer counts as stuck
 STOP_SECONDS = 5.0
 ABORT_REPORTS_SECONDS = 10.0
-
-_loop_lock = threading.Lock()
-_loop: tuple[int, asyncio.AbstractEventLoop] | None = None  # the process it runs in, and the loop
-
-
-def _event_loop() -> asyncio.AbstractEventLoop:
-    """The process's loop for aiokafka, running in a daemon thread from its first use. A process
-    forked after that (PySpark's daemon forks its workers) has the variable but not the thread,
-    so it makes its own."""
-    global _loop  # noqa: PLW0603 - one loop per process, made on first use
-    with _loop_lock:
-        if _loop is None or _loop[0] != os.getpid():
-            loop = asyncio.new_event_loop()
-            threading.Thread(target=loop.run_forever, name="aiokafka-loop", daemon=True).start()
-            _loop = (os.getpid(), loop)
-        return _loop[1]
 
 
 @dataclass(slots=True)
@@ -116,7 +101,7 @@ class PackingProducer:
         doing: str,
         start_seconds: float = 60.0,
     ) -> None:
-        self._loop = _event_loop()
+        self._loop = process_loop()
         self._group_id = group_id
         self._transactional = transactional_id is not None
         self._pending: list[_Record] = []  # produced, not yet handed to the loop
@@ -127,6 +112,7 @@ class PackingProducer:
         self._partition = DefaultPartitioner()
         self._queue: asyncio.Queue[tuple[str, Any, asyncio.Future[Any] | None]] | None = None
         self._producer: AIOKafkaProducer | None = None
+        self._tracked: set[str] = set()  # the topics aiokafka keeps metadata of
         self._call(self._start(dict(options), transactional_id), start_seconds, doing)
 
     # -- the producer API the copy path uses -------------------------------------------------
@@ -319,6 +305,14 @@ class PackingProducer:
                     done.set_result(result)
 
     async def _send(self, producer: AIOKafkaProducer, records: list[_Record]) -> None:
+        topics = {record.topic for record in records}
+        if not topics <= self._tracked:
+            # aiokafka asks for a topic's metadata when it first meets it, one request per topic:
+            # a task starting on a thousand topics waited a minute before its first commit. Every
+            # new topic of a chunk comes in one request instead.
+            self._tracked |= topics
+            with contextlib.suppress(AioKafkaError):  # a topic still unknown fails its records below
+                await producer.client.set_topics(sorted(self._tracked))
         by_partition: dict[tuple[str, int], list[_Record]] = {}
         for record in records:
             if record.partition < 0:

@@ -30,7 +30,6 @@ from pyspark.sql import SparkSession
 from mirror.config.flow_settings import FlowSettings, flow_settings
 from mirror.config.models import FlowConfig, MirrorConfig
 from mirror.errors import ConfigError, FlowTakenOverError, MirrorError
-from mirror.kafka.aiokafka_terms import producer_options
 from mirror.kafka.clients import check_properties, wait_until_reachable
 from mirror.metrics import CheckpointMetrics, HeartbeatMetrics, RunMetrics, SourceMetrics, serve
 from mirror.runner.cluster_answers import TARGET_LATE_SECONDS, flow_silences
@@ -45,6 +44,7 @@ from mirror.runner.components import (
     on_heartbeat_round,
     query_error,
 )
+from mirror.runner.copy_producer import choose_copy_producer
 from mirror.runner.flow_jobs import schedule_flow_jobs
 from mirror.runner.progress import LagReader, percentile, stats_handler
 from mirror.source.connector import SourceConnector
@@ -115,6 +115,7 @@ class Supervisor:
         ]
         if not enabled:
             raise ConfigError(["no enabled flow in the configuration; set enabled: true on a flow"])
+        enabled = [(choose_copy_producer(settings, flow, self._out), flow) for settings, flow in enabled]
         # Installed first: a stop requested during start-up is honoured, never a default kill.
         previous = {sig: signal.signal(sig, self.request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
         scheduler = BackgroundScheduler(job_defaults={"max_instances": 1, "coalesce": True})
@@ -223,9 +224,6 @@ class Supervisor:
             raise ConfigError([problem]) from exc
 
     def _reach_clusters(self, settings: list[FlowSettings]) -> None:
-        for flow in settings:
-            if flow.copy_producer == "aiokafka":  # its producer takes fewer properties than librdkafka's
-                producer_options(flow.target_producer, what=f"flow {flow.name}")
         aliases = dict.fromkeys(alias for s in settings for alias in (s.source, s.target))
         for alias in aliases:
             cluster = self._config.clusters[alias]
@@ -252,7 +250,8 @@ class Supervisor:
             )
         if settings.exactly_once:
             self._out(
-                f"flow {settings.name}: exactly-once (records, positions and offset syncs commit together)"
+                f"flow {settings.name}: exactly-once (records, positions and offset syncs commit together, "
+                f"through {settings.copy_producer}'s producer)"
             )
         else:
             self._out(
