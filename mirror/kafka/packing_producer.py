@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
@@ -41,6 +41,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from mirror.errors import ProducerStuckError
 from mirror.kafka.aiokafka_terms import kafka_error
 from mirror.kafka.event_loop import process_loop
+from mirror.kafka.produced import Delivered, Produced
 
 # A chunk goes to the loop once this many records wait, and at every flush() (and, without a
 # transaction, every poll()): a transaction's records are readable only once it commits, so
@@ -51,38 +52,6 @@ BATCH_BYTES = 512 * 1024
 GRACE_SECONDS = 5.0  # past a call's own timeout, before the producer counts as stuck
 STOP_SECONDS = 5.0
 ABORT_REPORTS_SECONDS = 10.0
-
-
-@dataclass(slots=True)
-class _Record:
-    topic: str
-    partition: int  # -1: by the key's murmur2 hash, as Java's producer and Connect place it
-    key: bytes | None
-    value: bytes | None
-    timestamp: int  # ms; 0: the time it is appended
-    headers: list[tuple[str, bytes | None]] | None
-    on_delivery: Callable[[KafkaError | None, Any], None] | None
-
-
-class Delivered:
-    """What an `on_delivery` callback is handed: the parts of librdkafka's Message it reads."""
-
-    __slots__ = ("_offset", "_record")
-
-    def __init__(self, record: _Record, offset: int) -> None:
-        self._record, self._offset = record, offset
-
-    def topic(self) -> str:
-        return self._record.topic
-
-    def key(self) -> bytes | None:
-        return self._record.key
-
-    def value(self) -> bytes | None:
-        return self._record.value
-
-    def offset(self) -> int:
-        return self._offset
 
 
 class PackingProducer:
@@ -104,8 +73,8 @@ class PackingProducer:
         self._loop = process_loop()
         self._group_id = group_id
         self._transactional = transactional_id is not None
-        self._pending: list[_Record] = []  # produced, not yet handed to the loop
-        self._reports: deque[tuple[Sequence[_Record], KafkaError | None, int]] = deque()
+        self._pending: list[Produced] = []  # produced, not yet handed to the loop
+        self._reports: deque[tuple[Sequence[Produced], KafkaError | None, int]] = deque()
         self._outstanding = 0  # handed to the loop, not yet reported
         self._settled = threading.Condition()
         self._broken: KafkaError | None = None
@@ -113,6 +82,7 @@ class PackingProducer:
         self._queue: asyncio.Queue[tuple[str, Any, asyncio.Future[Any] | None]] | None = None
         self._producer: AIOKafkaProducer | None = None
         self._tracked: set[str] = set()  # the topics aiokafka keeps metadata of
+        self._chains: dict[tuple[str, int], asyncio.Task[None]] = {}  # per partition: its last send
         self._call(self._start(dict(options), transactional_id), start_seconds, doing)
 
     # -- the producer API the copy path uses -------------------------------------------------
@@ -130,7 +100,7 @@ class PackingProducer:
     ) -> None:
         if self._broken is not None:
             raise KafkaException(self._broken)
-        self._pending.append(_Record(topic, partition, key, value, timestamp, headers, on_delivery))
+        self._pending.append(Produced(topic, partition, key, value, timestamp, headers, on_delivery))
         if len(self._pending) >= CHUNK_RECORDS:
             self._hand_over()
 
@@ -296,6 +266,7 @@ class PackingProducer:
                 continue
             assert done is not None  # noqa: S101 - calls always come with one
             try:
+                await self._appended()
                 result = await payload(producer)
             except Exception as exc:  # noqa: BLE001 - handed to the waiting caller
                 if not done.done():  # its caller may have given up on it
@@ -304,7 +275,7 @@ class PackingProducer:
                 if not done.done():
                     done.set_result(result)
 
-    async def _send(self, producer: AIOKafkaProducer, records: list[_Record]) -> None:
+    async def _send(self, producer: AIOKafkaProducer, records: list[Produced]) -> None:
         topics = {record.topic for record in records}
         if not topics <= self._tracked:
             # aiokafka asks for a topic's metadata when it first meets it, one request per topic:
@@ -313,7 +284,7 @@ class PackingProducer:
             self._tracked |= topics
             with contextlib.suppress(AioKafkaError):  # a topic still unknown fails its records below
                 await producer.client.set_topics(sorted(self._tracked))
-        by_partition: dict[tuple[str, int], list[_Record]] = {}
+        by_partition: dict[tuple[str, int], list[Produced]] = {}
         for record in records:
             if record.partition < 0:
                 try:
@@ -322,15 +293,43 @@ class PackingProducer:
                     self._report([record], kafka_error(exc))
                     continue
             by_partition.setdefault((record.topic, record.partition), []).append(record)
-        for (topic, partition), group in by_partition.items():
-            await self._send_partition(producer, topic, partition, group)
+        loop = asyncio.get_running_loop()
+        for key, group in by_partition.items():
+            # aiokafka queues one batch per partition at a time: a partition's next batch waits
+            # for its last to go out. Waiting here would hold every other partition behind it (a
+            # 5,000-partition catch-up took 22 s a transaction that way, against 0.3 s); each
+            # partition's batches wait in a chain of their own instead.
+            chain = loop.create_task(self._after(self._chains.get(key), producer, key, group))
+            self._chains[key] = chain
+            chain.add_done_callback(functools.partial(self._chain_ended, key))
 
-    async def _by_key(self, producer: AIOKafkaProducer, record: _Record) -> int:
+    async def _after(
+        self,
+        previous: asyncio.Task[None] | None,
+        producer: AIOKafkaProducer,
+        key: tuple[str, int],
+        records: list[Produced],
+    ) -> None:
+        if previous is not None:
+            await asyncio.wait([previous])
+        await self._send_partition(producer, key[0], key[1], records)
+
+    def _chain_ended(self, key: tuple[str, int], ended: asyncio.Task[None]) -> None:
+        if self._chains.get(key) is ended:
+            del self._chains[key]
+
+    async def _appended(self) -> None:
+        """Every record handed over so far is in aiokafka's accumulator (or reported failed):
+        a call that follows, a commit say, covers them."""
+        if self._chains:
+            await asyncio.wait(list(self._chains.values()))
+
+    async def _by_key(self, producer: AIOKafkaProducer, record: Produced) -> int:
         partitions = sorted(await producer.partitions_for(record.topic))
         return int(self._partition(record.key, partitions, partitions))
 
     async def _send_partition(
-        self, producer: AIOKafkaProducer, topic: str, partition: int, records: list[_Record]
+        self, producer: AIOKafkaProducer, topic: str, partition: int, records: list[Produced]
     ) -> None:
         start = 0
         while start < len(records):
@@ -355,7 +354,7 @@ class PackingProducer:
             delivered.add_done_callback(lambda outcome, chunk=chunk: self._batch_done(outcome, chunk))
 
     @staticmethod
-    def _batch(producer: AIOKafkaProducer, records: list[_Record], start: int) -> tuple[Any, int]:
+    def _batch(producer: AIOKafkaProducer, records: list[Produced], start: int) -> tuple[Any, int]:
         """A batch of `records` from `start` on, as many as fit; and where the next one starts."""
         batch = producer.create_batch()
         end = start
@@ -369,7 +368,7 @@ class PackingProducer:
             end += 1
         return batch, end
 
-    def _batch_done(self, outcome: asyncio.Future[Any], records: list[_Record]) -> None:
+    def _batch_done(self, outcome: asyncio.Future[Any], records: list[Produced]) -> None:
         if outcome.cancelled():
             self._report(records, KafkaError(KafkaError._PURGE_QUEUE, "purged"))
         elif outcome.exception() is not None:
@@ -377,7 +376,7 @@ class PackingProducer:
         else:
             self._report(records, None, outcome.result().offset)
 
-    def _report(self, records: Sequence[_Record], error: KafkaError | None, base: int = -1) -> None:
+    def _report(self, records: Sequence[Produced], error: KafkaError | None, base: int = -1) -> None:
         self._reports.append((records, error, base))
         with self._settled:
             self._outstanding -= len(records)
