@@ -282,9 +282,13 @@ CONTENDERS = (
     Contender("mm2-eos", "mm2", exactly_once=True),
     Contender("mirror-alo", "mirror", exactly_once=False),
     Contender("mirror-eos", "mirror", exactly_once=True),
-    # copy_producer: aiokafka, whose produce requests carry many partitions (mirror.kafka.packing_producer).
+    # The other copy producer of each mode (mirror.runner.copy_producer): exactly-once copies
+    # through aiokafka's by default, at-least-once through librdkafka's.
     Contender(
-        "mirror-eos-aiokafka", "mirror", exactly_once=True, flow_overrides=(("copy_producer", "aiokafka"),)
+        "mirror-eos-librdkafka",
+        "mirror",
+        exactly_once=True,
+        flow_overrides=(("copy_producer", "librdkafka"),),
     ),
     Contender(
         "mirror-alo-aiokafka", "mirror", exactly_once=False, flow_overrides=(("copy_producer", "aiokafka"),)

@@ -5,9 +5,10 @@ transactional producer instead of librdkafka's.
 read_committed confluent-kafka consumer) and commits a transaction every 100 ms with the positions
 of the partitions it copied since the last one. Those positions go in as records of a compacted
 offsets topic on the target, as MM2's and mirror's source offsets do (KIP-618), not by
-TxnOffsetCommit as the floor's do: the Kafka 4.3 brokers here answer aiokafka 0.14's
-TxnOffsetCommit with UNKNOWN_SERVER_ERROR. As in the floor, they are written for what they cost
-and never read back: a floor measures one run and is not restarted.
+TxnOffsetCommit as the floor's do (its first version did so, for the source's topic names, and
+the broker answered UNKNOWN_SERVER_ERROR; for topics the target has, as mirror's copy tasks commit
+them, aiokafka's TxnOffsetCommit works). As in the floor, they are written for
+what they cost and never read back: a floor measures one run and is not restarted.
 
 What differs is the produce request. librdkafka puts one partition in each
 (confluentinc/librdkafka#1700), at most five requests in flight per connection, so a commit over

@@ -10,7 +10,8 @@ from typing import Any
 _PEER = {
     "mirror-eos": "mm2-eos",
     "mirror-alo": "mm2-alo",
-    "mirror-eos-aiokafka": "mm2-eos",
+    "mirror-eos-librdkafka": "mm2-eos",
+    "mirror-eos-aiokafka": "mm2-eos",  # results before aiokafka's producer became exactly-once's default
     "mirror-alo-aiokafka": "mm2-alo",
     "mm2-eos": "mm2-eos",
     "mm2-alo": "mm2-alo",
