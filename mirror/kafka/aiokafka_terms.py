@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
+from aiokafka import errors as aiokafka_errors
 from aiokafka.errors import (
     BrokerResponseError,
     IllegalOperation,
@@ -61,6 +62,20 @@ _IMPLIED = {
     "ssl.endpoint.identification.algorithm",
 }
 _COMPRESSION = {"none": None, "gzip": "gzip", "snappy": "snappy", "lz4": "lz4", "zstd": "zstd"}
+
+
+class InvalidRecordError(BrokerResponseError):  # type: ignore[misc]
+    """Kafka's INVALID_RECORD, which aiokafka 0.14 does not know: a compacted topic answers it to a
+    record without a key. aiokafka reports a code it does not know as UnknownError, the code lost,
+    and the copy path could then not name the problem (mirror.source.transaction), so the task
+    would abort and retry for good instead of stopping with the fix."""
+
+    errno = KafkaError.INVALID_RECORD
+    message = "INVALID_RECORD"
+    description = "The record was refused by the broker (on a compacted topic: it has no key)."
+
+
+aiokafka_errors.kafka_errors.setdefault(InvalidRecordError.errno, InvalidRecordError)
 
 
 def unsupported(properties: Mapping[str, str]) -> list[str]:

@@ -51,7 +51,7 @@ CHUNK_RECORDS = 2_000
 BATCH_BYTES = 512 * 1024
 GRACE_SECONDS = 5.0  # past a call's own timeout, before the producer counts as stuck
 STOP_SECONDS = 5.0
-ABORT_REPORTS_SECONDS = 10.0
+ABORT_REPORTS_SECONDS = 2.0  # aiokafka ends an aborted transaction only after every batch is answered
 
 
 class PackingProducer:
@@ -83,6 +83,7 @@ class PackingProducer:
         self._producer: AIOKafkaProducer | None = None
         self._tracked: set[str] = set()  # the topics aiokafka keeps metadata of
         self._chains: dict[tuple[str, int], asyncio.Task[None]] = {}  # per partition: its last send
+        self._worker: asyncio.Task[None] | None = None
         self._call(self._start(dict(options), transactional_id), start_seconds, doing)
 
     # -- the producer API the copy path uses -------------------------------------------------
@@ -159,9 +160,10 @@ class PackingProducer:
         self._transaction_call(lambda p: p.commit_transaction(), timeout, "committing")
 
     def abort_transaction(self, timeout: float = 60.0) -> None:
-        """Abort, then serve every report of the aborted records before returning, as librdkafka
-        does for those it purges: the caller forgets their partitions' state next, and a report
-        served after that would be taken for the next transaction's."""
+        """Abort, then serve every report of the aborted records before returning: the caller
+        forgets their partitions' state next, and a report served after that would be taken for
+        the next transaction's. aiokafka sends what is queued and ends the transaction once every
+        batch is answered, so the reports are all in by then."""
         self._hand_over()
         self._transaction_call(lambda p: p.abort_transaction(), timeout, "aborting")
         if self.flush(ABORT_REPORTS_SECONDS) > 0:
@@ -169,11 +171,13 @@ class PackingProducer:
             raise KafkaException(self._broken)
 
     def close(self) -> None:
-        """Stop the producer without waiting: what it held open, the next holder of its id aborts."""
+        """Stop the producer without waiting for it: what it held open, the next holder of its id
+        aborts. Its worker may be stuck in a call that timed out (a commit to a dead coordinator),
+        so the stop does not queue behind it."""
         self._pending.clear()
-        if self._producer is not None and self._queue is not None:
-            queue = self._queue
-            self._loop.call_soon_threadsafe(queue.put_nowait, ("stop", None, None))
+        self._broken = self._broken or KafkaError(KafkaError._DESTROY, "closed", fatal=True)
+        if self._producer is not None:
+            asyncio.run_coroutine_threadsafe(self._stop(self._producer), self._loop)
 
     # -- the caller's side ---------------------------------------------------------------------
 
@@ -241,7 +245,21 @@ class PackingProducer:
             raise
         self._producer = producer
         self._queue = asyncio.Queue()
-        asyncio.get_running_loop().create_task(self._work(self._queue, producer))
+        self._worker = asyncio.get_running_loop().create_task(self._work(self._queue, producer))
+
+    async def _stop(self, producer: AIOKafkaProducer) -> None:
+        if self._worker is not None:
+            self._worker.cancel()
+        for chain in list(self._chains.values()):
+            chain.cancel()
+        try:
+            await asyncio.wait_for(producer.stop(), STOP_SECONDS)
+        except (Exception, asyncio.CancelledError):  # noqa: BLE001 - given up: its batches cannot go anywhere
+            # stop() waits for the queued batches, which a target that is away never takes: its
+            # sender and connections are closed without them.
+            with contextlib.suppress(Exception):
+                await producer._sender.close()  # what stop() would have done last
+                await producer.client.close()
 
     async def _in_order(self, action: Callable[[AIOKafkaProducer], Coroutine[Any, Any, Any]]) -> Any:
         """`action` after every chunk handed over before it reached the producer."""
@@ -256,11 +274,6 @@ class PackingProducer:
         """Chunks and calls, one at a time in the order they came: a partition's records keep it."""
         while True:
             kind, payload, done = await queue.get()
-            if kind == "stop":
-                # Not awaited by anyone: its id's next holder aborts what it held.
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(producer.stop(), STOP_SECONDS)
-                return
             if kind == "records":
                 await self._send(producer, payload)
                 continue
@@ -285,10 +298,11 @@ class PackingProducer:
             with contextlib.suppress(AioKafkaError):  # a topic still unknown fails its records below
                 await producer.client.set_topics(sorted(self._tracked))
         by_partition: dict[tuple[str, int], list[Produced]] = {}
+        known: dict[str, list[int]] = {}  # partitions per topic, for records placed by key
         for record in records:
             if record.partition < 0:
                 try:
-                    record.partition = await self._by_key(producer, record)
+                    record.partition = await self._by_key(producer, record, known)
                 except Exception as exc:  # noqa: BLE001 - reported as its delivery error
                     self._report([record], kafka_error(exc))
                     continue
@@ -324,9 +338,10 @@ class PackingProducer:
         if self._chains:
             await asyncio.wait(list(self._chains.values()))
 
-    async def _by_key(self, producer: AIOKafkaProducer, record: Produced) -> int:
-        partitions = sorted(await producer.partitions_for(record.topic))
-        return int(self._partition(record.key, partitions, partitions))
+    async def _by_key(self, producer: AIOKafkaProducer, record: Produced, known: dict[str, list[int]]) -> int:
+        if record.topic not in known:
+            known[record.topic] = sorted(await producer.partitions_for(record.topic))
+        return int(self._partition(record.key, known[record.topic], known[record.topic]))
 
     async def _send_partition(
         self, producer: AIOKafkaProducer, topic: str, partition: int, records: list[Produced]
@@ -338,7 +353,7 @@ class PackingProducer:
             except Exception as exc:  # noqa: BLE001 - a record aiokafka cannot encode
                 self._report(records[start:], kafka_error(exc))
                 return
-            if end == start:  # larger than a batch on its own
+            if end == start:  # aiokafka 0.14 takes any first record; this keeps the loop finite if not
                 self._report(
                     records[start : start + 1], KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "too large")
                 )
@@ -377,6 +392,12 @@ class PackingProducer:
             self._report(records, None, outcome.result().offset)
 
     def _report(self, records: Sequence[Produced], error: KafkaError | None, base: int = -1) -> None:
+        if error is not None and self._broken is None:
+            # aiokafka fails only the batch, never the transaction: a commit would still take the
+            # records that did land (an offsets record or sync lost, with no callback to tell),
+            # and the partition's sequence numbers now have a gap every later batch would trip on.
+            # Unusable, then: the task aborts, and a new producer (fencing this one) carries on.
+            self._broken = KafkaError(error.code(), f"a delivery failed: {error.str()}", fatal=True)
         self._reports.append((records, error, base))
         with self._settled:
             self._outstanding -= len(records)

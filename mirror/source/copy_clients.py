@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, Producer
 from mirror.kafka.aiokafka_terms import producer_options
 from mirror.kafka.clients import consumer, producer
 from mirror.kafka.packing_producer import CopyProducer, PackingProducer
-from mirror.kafka.transactions import init_transactions
+from mirror.kafka.transactions import call, init_transactions
 from mirror.source.split_reader import PARTITIONS_PER_CONSUMER
 
 TRANSACTION_TIMEOUT_MS = "60000"
@@ -113,9 +113,13 @@ def task_writer(
     (mirror.kafka.packing_producer), committing positions for that group; else librdkafka's."""
     config = task_writer_config(properties, transactional_id, commit_interval_ms=commit_interval_ms)
     if packing_group is not None:
-        return PackingProducer(
-            producer_options(config, what=doing), transactional_id, group_id=packing_group, doing=doing
+        options = producer_options(config, what=doing)
+        # Started here, so its initialisation fails as librdkafka's init_transactions does: sorted
+        # (a target away is retried, a missing ACL named), not as a bare KafkaException.
+        packing: PackingProducer = call(
+            lambda: PackingProducer(options, transactional_id, group_id=packing_group, doing=doing), doing
         )
+        return packing
     writer = producer(config)
     if transactional_id is not None:
         init_transactions(writer, doing)

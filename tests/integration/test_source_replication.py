@@ -14,6 +14,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from mirror.kafka.packing_producer import PackingProducer
 from tests.helpers import assert_eventually, create_topic, unique_name
 from tests.kafka_backends import KafkaCluster
 from tests.mirror_process import (
@@ -108,6 +109,33 @@ def test_the_aiokafka_producer_copies_hundreds_of_partitions_exactly_and_its_pos
     fields = re.compile(r"d=\d+;t=[\w+/]{22};e=\d+;s=[\w+/]{22}")
     assert [tp.metadata for tp in committed if not fields.fullmatch(tp.metadata)] == []
     assert "Traceback" not in run.output()
+
+
+def test_a_delivery_aiokafka_failed_keeps_the_transaction_from_committing(
+    target_cluster: KafkaCluster, request: pytest.FixtureRequest
+) -> None:
+    # aiokafka fails only the batch, never the transaction: the record that failed here (a
+    # partition the topic has not got) has no callback, as an offsets record has none, and the
+    # commit must still refuse what did land rather than commit it without the failed one.
+    topic, transactional_id = unique_name(request, "refused-"), unique_name(request, "packing-")
+    create_topic(target_cluster.bootstrap_servers, topic, partitions=1)
+    options = {"bootstrap_servers": target_cluster.bootstrap_servers}
+    producer = PackingProducer(options, transactional_id, group_id="positions", doing="test")
+    try:
+        producer.begin_transaction()
+        landed: list[int] = []
+        producer.produce(topic, b"lands", partition=0, on_delivery=lambda _e, m: landed.append(m.offset()))
+        producer.produce(topic, b"has no partition", partition=5)
+        assert producer.flush(30) == 0
+        assert landed == [0]
+        with pytest.raises(KafkaException) as refused:
+            producer.commit_transaction(30)
+        assert refused.value.args[0].fatal()
+    finally:
+        producer.close()
+    # As a copy task does: the next producer with the id fences this one and aborts what it held.
+    PackingProducer(options, transactional_id, group_id="positions", doing="test").close()
+    assert read_topic(target_cluster.bootstrap_servers, topic, timeout=30) == {0: []}
 
 
 def _assert_executors_logged_json(run: MirrorRun, topics: list[str]) -> None:

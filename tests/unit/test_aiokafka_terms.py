@@ -6,6 +6,7 @@ from __future__ import annotations
 import ssl
 
 import pytest
+from aiokafka import errors as aiokafka_errors
 from aiokafka.errors import (
     KafkaConnectionError,
     KafkaTimeoutError,
@@ -96,3 +97,10 @@ def test_a_failed_transactional_call_replaces_the_producer_unless_an_acl_is_miss
 def test_a_record_too_large_keeps_the_code_the_copy_path_names_it_by() -> None:
     # mirror.source.transaction turns this code into RecordTooLargeError, naming the settings.
     assert kafka_error(MessageSizeTooLargeError()).code() == KafkaError.MSG_SIZE_TOO_LARGE
+
+
+def test_a_record_a_compacted_topic_refuses_keeps_its_code_through_aiokafka() -> None:
+    # aiokafka 0.14 does not know INVALID_RECORD and would report it as UnknownError, code lost:
+    # the copy path names the fix (a key, or the topic's cleanup.policy) by this code.
+    refused = aiokafka_errors.for_code(KafkaError.INVALID_RECORD)()
+    assert kafka_error(refused).code() == KafkaError.INVALID_RECORD
