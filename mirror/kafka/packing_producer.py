@@ -5,10 +5,9 @@ librdkafka sends one partition per produce request, at most five in flight per c
 (confluentinc/librdkafka#1700). A copy task whose transaction touches thousands of partitions
 with a record or two each waits for thousands of requests at every commit; Kafka's Java producer
 (MM2's) and aiokafka send them in a request per broker. The bench's two floors measured the
-difference: at 10,000 partitions under a thin load, p99 4.0 s with aiokafka against 62 s with
-librdkafka, and MM2's 4.0 s (bench/results/20261127T173646Z-huge-*); in mirror, at 1,000
-partitions, p99 520 ms against 1,719 ms (MM2: 1,544 ms; bench/results/20261127T202506Z-quick).
-Which one a flow uses is its `copy_producer` (mirror.runner.copy_producer).
+difference at 10,000 partitions (bench/results/20261127T173646Z-huge-*), and mirror at 1,000:
+p99 520 ms against 1,719 ms, MM2's 1,544 (20261127T202506Z-quick). A flow's `copy_producer`
+chooses (mirror.runner.copy_producer).
 
 aiokafka runs on asyncio; the copy loop is synchronous. Each process has one event loop in a
 thread of its own, serving every PackingProducer in it. A producer's records go to its loop in
@@ -32,6 +31,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaConnectionError
 from aiokafka.errors import KafkaError as AioKafkaError
 from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.structs import OffsetAndMetadata
@@ -41,7 +41,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from mirror.errors import ProducerStuckError
 from mirror.kafka.aiokafka_terms import kafka_error
 from mirror.kafka.event_loop import process_loop
-from mirror.kafka.produced import Delivered, Produced
+from mirror.kafka.produced import Delivered, Produced, fill_batch
 
 # A chunk goes to the loop once this many records wait, and at every flush() (and, without a
 # transaction, every poll()): a transaction's records are readable only once it commits, so
@@ -77,7 +77,10 @@ class PackingProducer:
         self._reports: deque[tuple[Sequence[Produced], KafkaError | None, int]] = deque()
         self._outstanding = 0  # handed to the loop, not yet reported
         self._settled = threading.Condition()
-        self._broken: KafkaError | None = None
+        self._broken: KafkaError | None = None  # unusable for anything: stuck, closed, failed fatally
+        # A delivery failed: no transactional call may follow (the task reads the failure from the
+        # delivery reports first, so that a record too large or refused is named, not fenced).
+        self._failed: KafkaError | None = None
         self._partition = DefaultPartitioner()
         self._queue: asyncio.Queue[tuple[str, Any, asyncio.Future[Any] | None]] | None = None
         self._producer: AIOKafkaProducer | None = None
@@ -85,8 +88,6 @@ class PackingProducer:
         self._chains: dict[tuple[str, int], asyncio.Task[None]] = {}  # per partition: its last send
         self._worker: asyncio.Task[None] | None = None
         self._call(self._start(dict(options), transactional_id), start_seconds, doing)
-
-    # -- the producer API the copy path uses -------------------------------------------------
 
     def produce(
         self,
@@ -179,8 +180,6 @@ class PackingProducer:
         if self._producer is not None:
             asyncio.run_coroutine_threadsafe(self._stop(self._producer), self._loop)
 
-    # -- the caller's side ---------------------------------------------------------------------
-
     def _hand_over(self) -> None:
         if not self._pending or self._queue is None:
             return
@@ -199,11 +198,16 @@ class PackingProducer:
             served += len(records)
         return served
 
+    @property
+    def usable(self) -> bool:
+        """False once a delivery failed or the producer broke: its owner makes a new one."""
+        return self._broken is None and self._failed is None
+
     def _transaction_call(
         self, action: Callable[[AIOKafkaProducer], Coroutine[Any, Any, Any]], timeout: float, doing: str
     ) -> None:
-        if self._broken is not None:
-            raise KafkaException(self._broken)
+        if self._broken is not None or self._failed is not None:
+            raise KafkaException(self._broken or self._failed)
         self._call(self._in_order(action), timeout, doing, fatal=True)
 
     def _call(
@@ -225,8 +229,6 @@ class PackingProducer:
             if error.fatal():
                 self._broken = error
             raise KafkaException(error) from exc
-
-    # -- the loop's side -----------------------------------------------------------------------
 
     async def _start(self, options: dict[str, Any], transactional_id: str | None) -> None:
         producer = AIOKafkaProducer(
@@ -255,11 +257,14 @@ class PackingProducer:
         try:
             await asyncio.wait_for(producer.stop(), STOP_SECONDS)
         except (Exception, asyncio.CancelledError):  # noqa: BLE001 - given up: its batches cannot go anywhere
-            # stop() waits for the queued batches, which a target that is away never takes: its
-            # sender and connections are closed without them.
-            with contextlib.suppress(Exception):
-                await producer._sender.close()  # what stop() would have done last
-                await producer.client.close()
+            # stop() waits for the queued batches, which a target that is away never takes. What
+            # it would have done last is done without them: the sender cancelled (the cancel
+            # reaches the transaction call it waits for), the batches failed, the connections closed.
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(producer._sender.close(), STOP_SECONDS)
+            producer._message_accumulator.fail_all(KafkaConnectionError("producer closed"))
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(producer.client.close(), STOP_SECONDS)
 
     async def _in_order(self, action: Callable[[AIOKafkaProducer], Coroutine[Any, Any, Any]]) -> Any:
         """`action` after every chunk handed over before it reached the producer."""
@@ -349,7 +354,7 @@ class PackingProducer:
         start = 0
         while start < len(records):
             try:
-                batch, end = self._batch(producer, records, start)
+                batch, end = fill_batch(producer.create_batch(), records, start)
             except Exception as exc:  # noqa: BLE001 - a record aiokafka cannot encode
                 self._report(records[start:], kafka_error(exc))
                 return
@@ -368,21 +373,6 @@ class PackingProducer:
                 continue
             delivered.add_done_callback(lambda outcome, chunk=chunk: self._batch_done(outcome, chunk))
 
-    @staticmethod
-    def _batch(producer: AIOKafkaProducer, records: list[Produced], start: int) -> tuple[Any, int]:
-        """A batch of `records` from `start` on, as many as fit; and where the next one starts."""
-        batch = producer.create_batch()
-        end = start
-        for record in records[start:]:
-            appended = batch.append(
-                timestamp=record.timestamp or None, key=record.key, value=record.value,
-                headers=record.headers or [],
-            )  # fmt: skip
-            if appended is None:
-                break
-            end += 1
-        return batch, end
-
     def _batch_done(self, outcome: asyncio.Future[Any], records: list[Produced]) -> None:
         if outcome.cancelled():
             self._report(records, KafkaError(KafkaError._PURGE_QUEUE, "purged"))
@@ -392,12 +382,14 @@ class PackingProducer:
             self._report(records, None, outcome.result().offset)
 
     def _report(self, records: Sequence[Produced], error: KafkaError | None, base: int = -1) -> None:
-        if error is not None and self._broken is None:
+        if error is not None and self._failed is None:
             # aiokafka fails only the batch, never the transaction: a commit would still take the
             # records that did land (an offsets record or sync lost, with no callback to tell),
             # and the partition's sequence numbers now have a gap every later batch would trip on.
-            # Unusable, then: the task aborts, and a new producer (fencing this one) carries on.
-            self._broken = KafkaError(error.code(), f"a delivery failed: {error.str()}", fatal=True)
+            # No transactional call follows, then: the task aborts and a new producer (fencing
+            # this one) carries on. produce() goes on working, so that the failure itself reaches
+            # the task through the delivery reports and is named there.
+            self._failed = KafkaError(error.code(), f"a delivery failed: {error.str()}", fatal=True)
         self._reports.append((records, error, base))
         with self._settled:
             self._outstanding -= len(records)

@@ -42,3 +42,18 @@ class Delivered:
 
     def offset(self) -> int:
         return self._offset
+
+
+def fill_batch(batch: Any, records: list[Produced], start: int) -> tuple[Any, int]:
+    """aiokafka's BatchBuilder `batch` with `records` from `start` on, as many as fit; and where
+    the next batch starts."""
+    end = start
+    for record in records[start:]:
+        appended = batch.append(
+            timestamp=record.timestamp or None, key=record.key, value=record.value,
+            headers=record.headers or [],
+        )  # fmt: skip
+        if appended is None:
+            break
+        end += 1
+    return batch, end

@@ -100,9 +100,10 @@ class TaskProducers:
         self.open = [is_open and not d for is_open, d in zip(self.open, done, strict=True)]
 
     def abort(self) -> None:
-        """Abort every open transaction; drop all the producers if one is unusable."""
+        """Abort every open transaction; drop all the producers if one is unusable (aiokafka's is
+        after any failed delivery, with or without a transaction open)."""
         if self.producers is not None:
-            usable = True
+            usable = all(p.usable for p in self.producers if isinstance(p, PackingProducer))
             for index, producer in enumerate(self.producers):
                 if self.open[index]:
                     usable = abort(producer, f"flow {self._settings.name}: aborting") and usable

@@ -128,6 +128,10 @@ def test_a_delivery_aiokafka_failed_keeps_the_transaction_from_committing(
         producer.produce(topic, b"has no partition", partition=5)
         assert producer.flush(30) == 0
         assert landed == [0]
+        assert not producer.usable
+        # Records still go in, so the copy task learns why from the delivery reports (a record too
+        # large, or refused, is named there) rather than from a refused produce.
+        producer.produce(topic, b"after the failure", partition=0)
         with pytest.raises(KafkaException) as refused:
             producer.commit_transaction(30)
         assert refused.value.args[0].fatal()
