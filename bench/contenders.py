@@ -282,8 +282,8 @@ CONTENDERS = (
     Contender("mm2-eos", "mm2", exactly_once=True),
     Contender("mirror-alo", "mirror", exactly_once=False),
     Contender("mirror-eos", "mirror", exactly_once=True),
-    # The other copy producer of each mode (mirror.runner.copy_producer): exactly-once copies
-    # through aiokafka's by default, at-least-once through librdkafka's.
+    # librdkafka's copy producer (mirror.runner.copy_producer): both modes copy through aiokafka's
+    # by default.
     Contender(
         "mirror-eos-librdkafka",
         "mirror",
@@ -291,7 +291,10 @@ CONTENDERS = (
         flow_overrides=(("copy_producer", "librdkafka"),),
     ),
     Contender(
-        "mirror-alo-aiokafka", "mirror", exactly_once=False, flow_overrides=(("copy_producer", "aiokafka"),)
+        "mirror-alo-librdkafka",
+        "mirror",
+        exactly_once=False,
+        flow_overrides=(("copy_producer", "librdkafka"),),
     ),
     Contender("floor-eos", "floor", exactly_once=True),
     Contender("floor-eos-k4", "floor", exactly_once=True, producers=4),

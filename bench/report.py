@@ -11,7 +11,9 @@ _PEER = {
     "mirror-eos": "mm2-eos",
     "mirror-alo": "mm2-alo",
     "mirror-eos-librdkafka": "mm2-eos",
-    "mirror-eos-aiokafka": "mm2-eos",  # results before aiokafka's producer became exactly-once's default
+    "mirror-alo-librdkafka": "mm2-alo",
+    # Results from before aiokafka's producer became the default.
+    "mirror-eos-aiokafka": "mm2-eos",
     "mirror-alo-aiokafka": "mm2-alo",
     "mm2-eos": "mm2-eos",
     "mm2-alo": "mm2-alo",

@@ -1,11 +1,11 @@
 """Which producer a flow's copy tasks write through, when its configuration leaves it open.
 
-Exactly-once, aiokafka's (mirror.kafka.packing_producer): in the bench it matched or beat
-librdkafka's on every load, and at hundreds of partitions or more under a steady load it was the
-only one to beat MM2 (README, Sizing). It takes fewer client properties than librdkafka: a target
-whose producer properties it cannot honour (a PKCS#12 keystore, say) keeps librdkafka's, and the
-run says why. At-least-once keeps librdkafka's. A flow that names its producer gets it, and a
-property aiokafka cannot honour is then a configuration error.
+aiokafka's (mirror.kafka.packing_producer), exactly-once and at-least-once alike: in the bench it
+matched or beat librdkafka's on every load in both modes, and at hundreds of partitions or more
+under a steady load it was the only one to beat MM2 (README, Sizing). It takes fewer client
+properties than librdkafka: a target whose producer properties it cannot honour (a PKCS#12
+keystore, say) keeps librdkafka's, and the run says why. A flow that names its producer gets it,
+and a property aiokafka cannot honour is then a configuration error.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ def choose_copy_producer(
     if flow.copy_producer == "aiokafka":
         producer_options(settings.target_producer, what=f"flow {settings.name}")
         return replace(settings, copy_producer="aiokafka")
-    if flow.copy_producer is not None or not settings.exactly_once:
-        return replace(settings, copy_producer="librdkafka")
+    if flow.copy_producer is not None:
+        return replace(settings, copy_producer=flow.copy_producer)
     missing = unsupported(settings.target_producer)
     if missing:
         say(

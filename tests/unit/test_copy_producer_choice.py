@@ -1,5 +1,5 @@
-"""Which producer a flow's copy tasks write through: aiokafka's for exactly-once unless the flow
-says otherwise or the target's producer properties need librdkafka, librdkafka's at-least-once."""
+"""Which producer a flow's copy tasks write through: aiokafka's, exactly-once or not, unless the
+flow says otherwise or the target's producer properties need librdkafka."""
 
 from __future__ import annotations
 
@@ -30,10 +30,11 @@ def test_exactly_once_copies_through_aiokafka_unless_told_otherwise() -> None:
     assert _choose({"copy_producer": "librdkafka"}) == ("librdkafka", [])
 
 
-def test_at_least_once_copies_through_librdkafka_unless_told_otherwise() -> None:
+def test_at_least_once_copies_through_aiokafka_too_unless_told_otherwise() -> None:
     flow = {"exactly_once": False}
-    assert _choose(flow, exactly_once=False) == ("librdkafka", [])
-    assert _choose({**flow, "copy_producer": "aiokafka"}, exactly_once=False) == ("aiokafka", [])
+    assert _choose(flow, exactly_once=False) == ("aiokafka", [])
+    assert _choose({**flow, "copy_producer": "librdkafka"}, exactly_once=False) == ("librdkafka", [])
+    assert _choose(flow, exactly_once=False, producer=KEYSTORE)[0] == "librdkafka"
 
 
 def test_a_target_only_librdkafka_can_reach_keeps_it_and_the_run_says_why() -> None:
