@@ -153,6 +153,9 @@ class Contender:
     # The floor's producer library: librdkafka's (`bench/floor.py`) or aiokafka's
     # (`bench/floor_aiokafka.py`, several partitions in each produce request).
     producer_client: Literal["confluent-kafka", "aiokafka"] = "confluent-kafka"
+    # A mirror contender run with `--debug` (`bench.profile_copy --debug`): every commit's
+    # timings in its run.log.
+    debug: bool = False
 
     @property
     def alias(self) -> str:
@@ -219,7 +222,10 @@ class Contender:
         }
         path = run_dir / "mm2.yaml"
         path.write_text(yaml.safe_dump(config), encoding="utf-8")
-        return processes.start([sys.executable, "-m", "mirror", "run", str(path)], run_dir / "run.log")
+        debug = ["--debug"] if self.debug else []
+        return processes.start(
+            [sys.executable, "-m", "mirror", "run", *debug, str(path)], run_dir / "run.log"
+        )
 
     def _start_mm2(
         self, clusters: Clusters, topics: list[str], run_dir: Path, checkpoint_seconds: int

@@ -4,6 +4,7 @@
     python -m bench.profile_copy --records 1000000 --no-exactly-once --top 40
     python -m bench.profile_copy --steady-many --top 40
     python -m bench.profile_copy --steady-many --huge --top 40
+    python -m bench.profile_copy --steady-many --huge --debug   # and every commit's timings
 
 
 Starts two local clusters, seeds one workload, runs `mirror run` under `py-spy record --subprocesses`
@@ -63,7 +64,7 @@ def _spy(pid: int, raw: Path) -> subprocess.Popen[bytes]:
     )  # fmt: skip
 
 
-def _profile_steady_many(top: int, exactly_once: bool, mode: Mode) -> int:
+def _profile_steady_many(top: int, exactly_once: bool, mode: Mode, debug: bool) -> int:
     """The mode's many-partitions steady load, profiled from its first paced record on."""
     work = Path(tempfile.mkdtemp(prefix="mirror-profile-"))
     brokers, clusters = start_clusters(work)
@@ -71,7 +72,7 @@ def _profile_steady_many(top: int, exactly_once: bool, mode: Mode) -> int:
     name = "mirror-eos" if exactly_once else "mirror-alo"
     try:
         setup = prepare(clusters, mode.many.steady_topics(name), load)
-        contender = Contender(name, "mirror", exactly_once)
+        contender = Contender(name, "mirror", exactly_once, debug=debug)
         running = launch(contender, clusters, [setup.topics.pattern], work / "run", checkpoint_seconds=5)
         raw = work / "stacks.txt"
         spy = _spy(running.process.pid, raw)
@@ -108,11 +109,16 @@ def main() -> int:
     parser.add_argument(
         "--huge", action="store_true", help="with --steady-many: 5,000 records/s over 5,000 partitions"
     )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="with --steady-many: mirror run --debug (commit timings in run.log)",
+    )
     args = parser.parse_args()
-    if args.huge and not args.steady_many:
-        parser.error("--huge profiles the steady load: give --steady-many too")
+    if (args.huge or args.debug) and not args.steady_many:
+        parser.error("--huge and --debug profile the steady load: give --steady-many too")
     if args.steady_many:
-        return _profile_steady_many(args.top, args.exactly_once, HUGE if args.huge else FULL)
+        return _profile_steady_many(args.top, args.exactly_once, HUGE if args.huge else FULL, args.debug)
 
     work = Path(tempfile.mkdtemp(prefix="mirror-profile-"))
     brokers, clusters = start_clusters(work)
