@@ -224,7 +224,7 @@ class Contender:
         path.write_text(yaml.safe_dump(config), encoding="utf-8")
         debug = ["--debug"] if self.debug else []
         return processes.start(
-            [sys.executable, "-m", "mirror", "run", *debug, str(path)], run_dir / "run.log"
+            [sys.executable, "-m", "mirror", *debug, "run", str(path)], run_dir / "run.log"
         )
 
     def _start_mm2(
