@@ -78,6 +78,10 @@ def configure(
         # aiokafka's INFO lines (a coordinator found, per producer) are its librdkafka's debug
         # noise; its warnings and errors stay.
         logging.getLogger("aiokafka").setLevel(logging.WARNING)
+    else:
+        # aiokafka's DEBUG is a line per batch: 450,000 in 4 minutes of a 10,000-partition
+        # profile, 11% of its samples. `logging.levels` can still ask for it.
+        logging.getLogger("aiokafka").setLevel(logging.INFO)
     # librdkafka's own log (mirror.kafka.clients) is noise but with --debug.
     logging.getLogger("mirror.librdkafka").setLevel(logging.DEBUG if debug else logging.CRITICAL + 1)
     for name in _levels_set:
