@@ -258,9 +258,17 @@ class _CopyTask:
                 state = self._state()
                 ending = state != "current" or time.time() >= self.spec.deadline
                 self._sweep_positions()
-                if (opened_at is not None and ending) or (opened_at is None and needs_commit(parts)):
+                if opened_at is not None and ending:
                     self._commit()
                     opened_at, records, size = None, 0, 0
+                elif opened_at is None and needs_commit(parts):
+                    # Positions moved past markers, and quiet partitions' last syncs: they open a
+                    # transaction that commits within the interval, with whatever records come
+                    # meanwhile. Committed on their own at once, they cost a commit each time a
+                    # steady load over thousands of partitions left one quiet, and the copy
+                    # stopped reading while it ran.
+                    opened_at = self._began = time.monotonic()
+                    self.writers.begin()
                 if ending:
                     if needs_commit(parts):
                         self._commit()  # the last records' syncs: the next task will not know them
