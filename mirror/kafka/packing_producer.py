@@ -85,7 +85,10 @@ class PackingProducer:
         self._queue: asyncio.Queue[tuple[str, Any, asyncio.Future[Any] | None]] | None = None
         self._producer: AIOKafkaProducer | None = None
         self._tracked: set[str] = set()  # the topics aiokafka keeps metadata of
-        self._chains: dict[tuple[str, int], asyncio.Task[None]] = {}  # per partition: its last send
+        # Per partition with records on their way to aiokafka: the task that appends them, and
+        # the records it has yet to take.
+        self._chains: dict[tuple[str, int], asyncio.Task[None]] = {}
+        self._waiting: dict[tuple[str, int], list[Produced]] = {}
         self._worker: asyncio.Task[None] | None = None
         self._call(self._start(dict(options), transactional_id), start_seconds, doing)
 
@@ -314,28 +317,46 @@ class PackingProducer:
             by_partition.setdefault((record.topic, record.partition), []).append(record)
         loop = asyncio.get_running_loop()
         for key, group in by_partition.items():
+            waiting = self._waiting.get(key)
+            if waiting is not None:  # the partition's chain is running: its next batch takes these
+                waiting.extend(group)
+                continue
             # aiokafka queues one batch per partition at a time: a partition's next batch waits
             # for its last to go out. Waiting here would hold every other partition behind it (a
             # 5,000-partition catch-up took 22 s a transaction that way, against 0.3 s); each
-            # partition's batches wait in a chain of their own instead.
-            chain = loop.create_task(self._after(self._chains.get(key), producer, key, group))
+            # partition waits in a chain of its own instead.
+            self._waiting[key] = group
+            chain = loop.create_task(self._chain(producer, key))
             self._chains[key] = chain
             chain.add_done_callback(functools.partial(self._chain_ended, key))
 
-    async def _after(
-        self,
-        previous: asyncio.Task[None] | None,
-        producer: AIOKafkaProducer,
-        key: tuple[str, int],
-        records: list[Produced],
-    ) -> None:
-        if previous is not None:
-            await asyncio.wait([previous])
-        await self._send_partition(producer, key[0], key[1], records)
+    async def _chain(self, producer: AIOKafkaProducer, key: tuple[str, int]) -> None:
+        """Append the partition's records as they come, each batch once the one before has gone
+        into a request: what came meanwhile, from any number of hand-overs, is one batch, as the
+        Java producer's accumulator makes it. A batch per hand-over instead would leave one batch
+        a request, and a partition handed records every consumed batch fell further behind with
+        each (10,000 partitions: p99 72 s)."""
+        queued = producer._message_accumulator._batches  # aiokafka has no public view of it
+        partition = AioTopicPartition(*key)
+        while self._waiting[key]:
+            pending = queued.get(partition)
+            if pending:
+                try:
+                    await pending[-1].wait_drain()
+                    continue
+                except Exception:  # noqa: BLE001, S110 - failed, and reported by its own future:
+                    pass  # these records go to aiokafka, which refuses them too, and say why
+            records, self._waiting[key] = self._waiting[key], []
+            await self._send_partition(producer, key[0], key[1], records)
+        del self._waiting[key]
 
     def _chain_ended(self, key: tuple[str, int], ended: asyncio.Task[None]) -> None:
-        if self._chains.get(key) is ended:
-            del self._chains[key]
+        if self._chains.get(key) is not ended:
+            return  # it ended as it should, and a new chain has the partition
+        del self._chains[key]
+        left = self._waiting.pop(key, None)  # records only if it was cancelled or failed
+        if left and not ended.cancelled():
+            self._report(left, kafka_error(ended.exception()))  # type: ignore[arg-type]
 
     async def _appended(self) -> None:
         """Every record handed over so far is in aiokafka's accumulator (or reported failed):
