@@ -26,7 +26,7 @@ import functools
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
@@ -68,6 +68,7 @@ class PackingProducer:
         transactional_id: str | None,
         *,
         group_id: str | None = None,
+        topics: Collection[str] = (),
         doing: str,
         start_seconds: float = 60.0,
     ) -> None:
@@ -92,7 +93,7 @@ class PackingProducer:
         self._chains: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._waiting: dict[tuple[str, int], list[Produced]] = {}
         self._worker: asyncio.Task[None] | None = None
-        self._call(self._start(dict(options), transactional_id), start_seconds, doing)
+        self._call(self._start(dict(options), transactional_id, topics), start_seconds, doing)
 
     def produce(
         self,
@@ -130,7 +131,11 @@ class PackingProducer:
         while True:
             self._serve()
             with self._settled:
-                if self._outstanding == 0 and not self._reports:
+                if self._reports:
+                    # Reported since the serve above, and notified before this wait began: waiting
+                    # now would sleep until the deadline (a 10,000-partition commit waited 60 s).
+                    continue
+                if self._outstanding == 0:
                     return 0
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
@@ -235,7 +240,9 @@ class PackingProducer:
                 self._broken = error
             raise KafkaException(error) from exc
 
-    async def _start(self, options: dict[str, Any], transactional_id: str | None) -> None:
+    async def _start(
+        self, options: dict[str, Any], transactional_id: str | None, topics: Collection[str]
+    ) -> None:
         producer = AIOKafkaProducer(
             **options,
             # The chunks handed over are the linger: a batch waits for nothing once appended.
@@ -250,6 +257,13 @@ class PackingProducer:
         except BaseException:
             await producer.stop()
             raise
+        if topics:
+            # The topics it will write, in one metadata request now: else each chunk that brings
+            # new ones asks again for every topic so far, and a load reaching a thousand topics a
+            # few at a time asked for them all dozens of times, each answer parsed in Python.
+            self._tracked = set(topics)
+            with contextlib.suppress(AioKafkaError):  # _send asks again for any it lacks
+                await producer.client.set_topics(sorted(self._tracked))
         self._producer = producer
         self._queue = asyncio.Queue()
         self._worker = asyncio.get_running_loop().create_task(self._work(self._queue, producer))
