@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from functools import cached_property
 from typing import Any
 
@@ -40,15 +40,19 @@ def remote_reader(settings: FlowSettings) -> Consumer:
     return copy_clients.remote_reader(settings.target_consumer, _copier_group(settings))
 
 
-def task_writer(settings: FlowSettings, transactional_id: str | None) -> CopyProducer:
+def task_writer(
+    settings: FlowSettings, transactional_id: str | None, topics: Collection[str]
+) -> CopyProducer:
     """The task's producer, on the target: transactional (fencing every older holder of the id)
-    or, at-least-once, idempotent; librdkafka's or aiokafka's, as the flow's copy_producer says."""
+    or, at-least-once, idempotent; librdkafka's or aiokafka's, as the flow's copy_producer says.
+    `topics` are the ones it will write."""
     return copy_clients.task_writer(
         settings.target_producer,
         transactional_id,
         commit_interval_ms=settings.commit_interval_ms,
         doing=f"flow {settings.name}: initialising {transactional_id}",
         packing_group=settings.positions_group() if settings.copy_producer == "aiokafka" else None,
+        topics=topics,
     )
 
 

@@ -6,6 +6,7 @@ serve is decided by its callers, mirror.source.clients and mirror.flow.ownership
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
@@ -107,17 +108,22 @@ def task_writer(
     commit_interval_ms: int,
     doing: str,
     packing_group: str | None = None,
+    topics: Collection[str] = (),
 ) -> CopyProducer:
     """The task's producer: transactional (initialised, so every older holder of the id is fenced
     and its open transaction ended) or, at-least-once, idempotent. With `packing_group`, aiokafka's
-    (mirror.kafka.packing_producer), committing positions for that group; else librdkafka's."""
+    (mirror.kafka.packing_producer), committing positions for that group and knowing `topics`, the
+    ones it will write, from the start; else librdkafka's."""
     config = task_writer_config(properties, transactional_id, commit_interval_ms=commit_interval_ms)
     if packing_group is not None:
         options = producer_options(config, what=doing)
         # Started here, so its initialisation fails as librdkafka's init_transactions does: sorted
         # (a target away is retried, a missing ACL named), not as a bare KafkaException.
         packing: PackingProducer = call(
-            lambda: PackingProducer(options, transactional_id, group_id=packing_group, doing=doing), doing
+            lambda: PackingProducer(
+                options, transactional_id, group_id=packing_group, topics=topics, doing=doing
+            ),
+            doing,
         )
         return packing
     writer = producer(config)

@@ -26,6 +26,7 @@ from mirror.source.transaction import Writers
 class TaskProducers:
     def __init__(self, settings: FlowSettings, index: int, parts: Sequence[PartitionCopy]) -> None:
         self._settings = settings
+        self._parts = parts
         count = settings.task_producers(len(parts))
         # Dealt in the task's partition order: the same partition has the same producer (and so
         # the same transactional id) every epoch of the generation.
@@ -59,8 +60,13 @@ class TaskProducers:
         """One producer per id, each initialised: that fences every older holder of the id and
         settles a commit whose outcome was unknown, so none of ours is open when positions are read."""
 
+        settings = self._settings
+        topics = {part.remote_topic for part in self._parts} | {settings.offsets_topic}
+        if settings.emit_offset_syncs and settings.offset_syncs_location == "target":
+            topics.add(settings.offset_syncs_topic())
+
         def make(transactional_id: str | None) -> CopyProducer:
-            return task_writer(self._settings, transactional_id)
+            return task_writer(settings, transactional_id, topics)
 
         self.open = [False] * len(self.ids)
         if self._pool is None:
