@@ -92,6 +92,7 @@ class PackingProducer:
         # the records it has yet to take.
         self._chains: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._waiting: dict[tuple[str, int], list[Produced]] = {}
+        self._delivering: set[asyncio.Future[Any]] = set()  # batches appended and not yet answered
         self._worker: asyncio.Task[None] | None = None
         self._call(self._start(dict(options), transactional_id, topics), start_seconds, doing)
 
@@ -168,7 +169,17 @@ class PackingProducer:
 
     def commit_transaction(self, timeout: float = 60.0) -> None:
         self._hand_over()
-        self._transaction_call(lambda p: p.commit_transaction(), timeout, "committing")
+        self._transaction_call(self._commit, timeout, "committing")
+
+    async def _commit(self, producer: AIOKafkaProducer) -> None:
+        """aiokafka commits a transaction one of whose batches failed for good: it only flushes.
+        Every batch is answered first, so that a lost record (an offsets record produced after
+        the copy task's flush, say) stops the commit instead of being committed around."""
+        if self._delivering:
+            await asyncio.wait(list(self._delivering))
+        if self._failed is not None:
+            raise KafkaException(self._failed)
+        await producer.commit_transaction()
 
     def abort_transaction(self, timeout: float = 60.0) -> None:
         """Abort, then serve every report of the aborted records before returning: the caller
@@ -234,6 +245,10 @@ class PackingProducer:
                 f"{doing}: aiokafka did not return {timeout + GRACE_SECONDS:g}s after the call; "
                 "replacing the producer"
             ) from None
+        except KafkaException as exc:  # ours, already librdkafka's kind (a failed delivery)
+            if exc.args[0].fatal():
+                self._broken = exc.args[0]
+            raise
         except Exception as exc:  # every aiokafka error becomes librdkafka's kind
             error = kafka_error(exc, fatal=fatal)
             if error.fatal():
@@ -254,16 +269,17 @@ class PackingProducer:
         )
         try:
             await producer.start()  # a transactional id is initialised here, fencing older holders
-        except BaseException:
+            if topics:
+                # The topics it will write, in one metadata request now: else each chunk that
+                # brings new ones asks again for every topic so far, and a load reaching a
+                # thousand topics a few at a time asked for them all dozens of times, each answer
+                # parsed in Python.
+                self._tracked = set(topics)
+                with contextlib.suppress(AioKafkaError):  # _send asks again for any it lacks
+                    await producer.client.set_topics(sorted(self._tracked))
+        except BaseException:  # the start's bound too: a producer started and never stopped leaks
             await producer.stop()
             raise
-        if topics:
-            # The topics it will write, in one metadata request now: else each chunk that brings
-            # new ones asks again for every topic so far, and a load reaching a thousand topics a
-            # few at a time asked for them all dozens of times, each answer parsed in Python.
-            self._tracked = set(topics)
-            with contextlib.suppress(AioKafkaError):  # _send asks again for any it lacks
-                await producer.client.set_topics(sorted(self._tracked))
         self._producer = producer
         self._queue = asyncio.Queue()
         self._worker = asyncio.get_running_loop().create_task(self._work(self._queue, producer))
@@ -352,16 +368,19 @@ class PackingProducer:
         Java producer's accumulator makes it. A batch per hand-over instead would leave one batch
         a request, and a partition handed records every consumed batch fell further behind with
         each (10,000 partitions: p99 72 s)."""
-        queued = producer._message_accumulator._batches  # aiokafka has no public view of it
+        accumulator = producer._message_accumulator  # aiokafka has no public view of its queue
         partition = AioTopicPartition(*key)
+        timeout = producer._request_timeout_ms / 1000
         while self._waiting[key]:
-            pending = queued.get(partition)
-            if pending:
-                try:
-                    await pending[-1].wait_drain()
-                    continue
-                except Exception:  # noqa: BLE001, S110 - failed, and reported by its own future:
-                    pass  # these records go to aiokafka, which refuses them too, and say why
+            pending = accumulator._batches.get(partition)
+            if pending and accumulator._exception is None:
+                last = pending[-1]
+                with contextlib.suppress(Exception):  # failed: reported through its own future
+                    await last.wait_drain(timeout)
+                if last not in accumulator._batches.get(partition, ()):
+                    continue  # it went into a request: what came meanwhile joins the next batch
+                # Failed, or still queued a request timeout later (a sender that died): these go
+                # to aiokafka all the same, which refuses them too and says why.
             records, self._waiting[key] = self._waiting[key], []
             await self._send_partition(producer, key[0], key[1], records)
         del self._waiting[key]
@@ -420,6 +439,8 @@ class PackingProducer:
                 self._report(chunk, kafka_error(exc))
                 continue
             delivered.add_done_callback(lambda outcome, chunk=chunk: self._batch_done(outcome, chunk))
+            self._delivering.add(delivered)  # after _batch_done: it has run by the time this goes
+            delivered.add_done_callback(self._delivering.discard)
 
     def _batch_done(self, outcome: asyncio.Future[Any], records: list[Produced]) -> None:
         if outcome.cancelled():
