@@ -363,23 +363,12 @@ class PackingProducer:
             chain.add_done_callback(functools.partial(self._chain_ended, key))
 
     async def _chain(self, producer: AIOKafkaProducer, key: tuple[str, int]) -> None:
-        """Append the partition's records as they come, each batch once the one before has gone
-        into a request: what came meanwhile, from any number of hand-overs, is one batch, as the
-        Java producer's accumulator makes it. A batch per hand-over instead goes out one a
-        request, so a partition handed records K times waits K requests."""
-        accumulator = producer._message_accumulator  # aiokafka has no public view of its queue
-        partition = AioTopicPartition(*key)
-        timeout = producer._request_timeout_ms / 1000
+        """Append the partition's records as they come. A batch waits in aiokafka's add_batch for
+        the partition's last one to go into a request (bounded, and refused once the sender has
+        failed); what comes meanwhile gathers for the batch after it. So any number of hand-overs
+        make at most two batches waiting, where a batch per hand-over went out one a request and
+        a partition handed records K times waited K requests."""
         while self._waiting[key]:
-            pending = accumulator._batches.get(partition)
-            if pending and accumulator._exception is None:
-                last = pending[-1]
-                with contextlib.suppress(Exception):  # failed: reported through its own future
-                    await last.wait_drain(timeout)
-                if last not in accumulator._batches.get(partition, ()):
-                    continue  # it went into a request: what came meanwhile joins the next batch
-                # Failed, or still queued a request timeout later (a sender that died): these go
-                # to aiokafka all the same, which refuses them too and says why.
             records, self._waiting[key] = self._waiting[key], []
             await self._send_partition(producer, key[0], key[1], records)
         del self._waiting[key]
