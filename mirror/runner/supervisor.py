@@ -260,7 +260,15 @@ class Supervisor:
             )
         topic_sync = TopicSync(settings)
         topic_sync.ensure_internal_topics()
-        topic_sync.sync()
+        flow_dir = state_dir / flow_dir_name(settings)
+        flow_dir.mkdir(parents=True, exist_ok=True)
+        stop_file = flow_dir / "stopping"
+        stop_file.unlink(missing_ok=True)
+        # Takes the lease and fences every copy task of earlier runs, before the remote topics are
+        # made (SourceConnector.take says why); publishes the assignment after them.
+        connector = SourceConnector(settings, topic_sync, flow_dir, self._out)
+        connector.take()
+        created = topic_sync.sync().created_topics
         policy = settings.policy()
         # Heartbeats topics are copied whatever the filter says; they do not count as a match.
         if all(policy.is_heartbeats_topic(topic) for topic in topic_sync.selected_topics()):
@@ -272,13 +280,9 @@ class Supervisor:
         if flow_config.sync_topic_configs:
             # Before the first copy: a remote topic created by hand with other configs (say
             # cleanup.policy=compact) would refuse records its source topic takes.
-            topic_sync.sync_configs()
-        flow_dir = state_dir / flow_dir_name(settings)
-        flow_dir.mkdir(parents=True, exist_ok=True)
-        stop_file = flow_dir / "stopping"
-        stop_file.unlink(missing_ok=True)
-        # Takes the lease, fences every copy task of earlier runs, then publishes the assignment.
-        connector = SourceConnector(settings, topic_sync, flow_dir, self._out)
+            # Topics the sync just made carry their source's configs already: at 10,000 partitions,
+            # describing them again on a target still creating them took 4.5 s of the start.
+            topic_sync.sync_configs(skip=created)
         connector.start()
         answers = flow_silences(settings, self._out)
         return Flow(settings, flow_config, topic_sync, connector, stop_file, LagReader(settings), answers)

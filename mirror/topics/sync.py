@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from confluent_kafka.admin import AdminClient
@@ -31,7 +32,13 @@ from mirror.topics.plan import (
 )
 
 log = logging.getLogger(__name__)
+# After a create, how long metadata may take to list the new partitions before the assignment is
+# built from what it lists: a base, and more per partition. A broker applies creations in order
+# and makes each partition's log files as it goes; one broker on this 2-core machine took 30-40 s
+# to list the last of 10,000 new partitions. A partial first assignment made a second generation
+# a refresh later, every copy task giving its partitions up and taking them again.
 VISIBLE_SECONDS = 10.0
+VISIBLE_SECONDS_PER_PARTITION = 0.01
 
 # Connect's default for offset.storage.partitions; keys are hashed over them like Connect does.
 OFFSETS_TOPIC_PARTITIONS = 25
@@ -41,6 +48,7 @@ OFFSETS_TOPIC_PARTITIONS = 25
 class SyncResult:
     created: int
     grown: int
+    created_topics: frozenset[str] = frozenset()  # remote names of the topics this sync made
 
 
 class TopicSync:
@@ -125,23 +133,39 @@ class TopicSync:
             log.info("flow %s: %s on %s now has %d partitions", s.name, remote, s.target, partitions)
         if plan.create or plan.grow:
             self._wait_until_visible({remote: n for _, remote, n in plan.create} | dict(plan.grow))
-        return SyncResult(len(created), len(plan.grow))
+        return SyncResult(len(created), len(plan.grow), frozenset(created))
 
     def _wait_until_visible(self, wanted: dict[str, int]) -> None:
         """Right after a create, metadata may not list the topic yet; the copy tasks' assignment is
         built from metadata, and a partition missing from it waits a whole refresh interval."""
-        deadline = time.monotonic() + VISIBLE_SECONDS
-        while time.monotonic() < deadline:
+        started = time.monotonic()
+        deadline = started + VISIBLE_SECONDS + VISIBLE_SECONDS_PER_PARTITION * sum(wanted.values())
+        while True:
             target = list_topics(self._target_admin, what=f"target cluster {self._settings.target}")
-            if all(name in target and target[name].partitions >= n for name, n in wanted.items()):
+            missing = [n for n, count in wanted.items() if n not in target or target[n].partitions < count]
+            if not missing:
                 return
-            time.sleep(0.1)
+            if time.monotonic() >= deadline:
+                log.warning(
+                    "flow %s: %d of %d new remote topics not listed by %s after %.0f s (%s first); "
+                    "copying the others now, and these after the next topic refresh",
+                    self._settings.name,
+                    len(missing),
+                    len(wanted),
+                    self._settings.target,
+                    time.monotonic() - started,
+                    missing[0],
+                )
+                return
+            # Listing 10,000 partitions ten times a second would load the broker making them.
+            time.sleep(0.1 if len(wanted) < 100 else 0.5)
 
-    def sync_configs(self) -> int:
-        """Make every remote topic's configs match its source topic's; returns how many entries changed."""
+    def sync_configs(self, skip: Collection[str] = ()) -> int:
+        """Make every remote topic's configs match its source topic's, but for the remote topics
+        `skip` names; returns how many entries changed."""
         s = self._settings
         changed = 0
-        replicated = sorted(self._replicated().items())
+        replicated = sorted((t, remote) for t, remote in self._replicated().items() if remote not in skip)
         source_configs = non_default_configs_of(
             self._source_admin,
             [topic for topic, _ in replicated],

@@ -59,6 +59,18 @@ def test_records_age_and_lag_add_up_the_same_with_or_without_the_partition_label
     assert _samples(metrics, "lag") == {}
 
 
+def test_a_lag_series_dropped_and_read_again_shows_the_new_reading() -> None:
+    metrics = SourceMetrics(CollectorRegistry())
+    series = (("flow", "A->B"), ("partition", "0"), ("topic", "orders"))
+    metrics.record_lag("A->B", {("orders", 0): 3, ("orders", 1): 4})
+    metrics.record_lag("A->B", {("orders", 1): 4})  # orders-0 no longer selected: its series goes
+    assert series not in _samples(metrics, "lag")
+
+    metrics.record_lag("A->B", {("orders", 0): 9})
+
+    assert _samples(metrics, "lag") == {series: 9}
+
+
 def test_a_throttled_flow_shows_its_rate_and_the_seconds_its_tasks_waited_from_the_start() -> None:
     metrics = SourceMetrics(CollectorRegistry())
     metrics.record_throttle("A->B", 1_048_576.0)
