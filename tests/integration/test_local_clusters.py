@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -182,7 +184,8 @@ def test_ctrl_c_during_up_stops_the_brokers_it_started(tmp_path: Path) -> None:
         text=True,
     )
     try:
-        # Interrupt once both JVMs exist but before they are ready.
+        # Interrupt once both JVMs exist but before they are ready. They are held stopped across
+        # the interrupt: on an idle machine they were ready, and `up` done, before it arrived.
         assert_eventually(
             lambda: _assert_count(
                 broker_pids(tmp_path / "clusters" / "A") + broker_pids(tmp_path / "clusters" / "B"), 2
@@ -190,7 +193,14 @@ def test_ctrl_c_during_up_stops_the_brokers_it_started(tmp_path: Path) -> None:
             timeout=60,
             interval=0.05,
         )
+        brokers = broker_pids(tmp_path / "clusters" / "A") + broker_pids(tmp_path / "clusters" / "B")
+        for pid in brokers:
+            os.kill(pid, signal.SIGSTOP)
         os.kill(process.pid, signal.SIGINT)
+        time.sleep(1.0)  # `up` takes the interrupt while neither broker can become ready
+        for pid in brokers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
         _, stderr = process.communicate(timeout=120)
     finally:
         if process.poll() is None:
