@@ -149,6 +149,10 @@ class Outage:
     back_at: float = 0.0  # the node in sync and the copy going on again
 
 
+# A hang guard, not a time limit: outages of up to a minute in turn, each followed by a restart that may
+# wait up to 300 s and a catch-up; on a slower machine of this kind the drill ran past the
+# default 600 s while still copying (CI of 2026-11-28).
+@pytest.mark.timeout(1500)
 def test_brokers_lost_one_at_a_time_on_either_side_copy_on_and_lose_and_duplicate_nothing(
     replicated: list[KafkaCluster], tmp_path: Path, reliability: Record
 ) -> None:
@@ -354,6 +358,10 @@ class Step:
     )
 
 
+# A hang guard, not a time limit: outages of up to a minute in turn, each followed by a restart that may
+# wait up to 300 s and a catch-up; on a slower machine of this kind the drill ran past the
+# default 600 s while still copying (CI of 2026-11-28).
+@pytest.mark.timeout(1500)
 def test_the_target_restarted_in_turn_leaders_moved_and_a_minute_cut_off_lose_and_duplicate_nothing(
     replicated: list[KafkaCluster], toxiproxy: Toxiproxy, tmp_path: Path, reliability: Record
 ) -> None:
