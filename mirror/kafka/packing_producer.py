@@ -11,7 +11,8 @@ chooses (mirror.runner.copy_producer).
 
 aiokafka runs on asyncio; the copy loop is synchronous. Each process has one event loop in a
 thread of its own, serving every PackingProducer in it. A producer's records go to its loop in
-chunks, in order, and the loop appends them to one batch per partition; delivery reports come
+chunks, in order, and the loop appends them to one batch per partition (its side is
+mirror.kafka.partition_sender); delivery reports come
 back to the caller's thread, where poll() and flush() hand them to the `on_delivery` callbacks,
 as librdkafka's do. Every transactional call waits on the loop, bounded: past its bound the
 producer counts as stuck (ProducerStuckError) and its owner makes a new one, whose
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import threading
 import time
 from collections import deque
@@ -32,8 +32,6 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaConnectionError
-from aiokafka.errors import KafkaError as AioKafkaError
-from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.structs import OffsetAndMetadata
 from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
@@ -41,7 +39,8 @@ from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from mirror.errors import ProducerStuckError
 from mirror.kafka.aiokafka_terms import kafka_error
 from mirror.kafka.event_loop import process_loop
-from mirror.kafka.produced import Delivered, Produced, fill_batch
+from mirror.kafka.partition_sender import PartitionSender
+from mirror.kafka.produced import Delivered, Produced
 
 # A chunk goes to the loop once this many records wait, and at every flush() (and, without a
 # transaction, every poll()): a transaction's records are readable only once it commits, so
@@ -51,7 +50,6 @@ CHUNK_RECORDS = 2_000
 BATCH_BYTES = 512 * 1024
 GRACE_SECONDS = 5.0  # past a call's own timeout, before the producer counts as stuck
 STOP_SECONDS = 5.0
-PLACED_KEYS = 1 << 16  # keys whose partition is remembered
 ABORT_REPORTS_SECONDS = 2.0  # aiokafka ends an aborted transaction only after every batch is answered
 
 
@@ -83,16 +81,9 @@ class PackingProducer:
         # A delivery failed: no transactional call may follow (the task reads the failure from the
         # delivery reports first, so that a record too large or refused is named, not fenced).
         self._failed: KafkaError | None = None
-        self._partition = DefaultPartitioner()
-        self._placed: dict[tuple[str, int, bytes], int] = {}  # (topic, partitions, key) -> partition
         self._queue: asyncio.Queue[tuple[str, Any, asyncio.Future[Any] | None]] | None = None
         self._producer: AIOKafkaProducer | None = None
-        self._tracked: set[str] = set()  # the topics aiokafka keeps metadata of
-        # Per partition with records on their way to aiokafka: the task that appends them, and
-        # the records it has yet to take.
-        self._chains: dict[tuple[str, int], asyncio.Task[None]] = {}
-        self._waiting: dict[tuple[str, int], list[Produced]] = {}
-        self._delivering: set[asyncio.Future[Any]] = set()  # batches appended and not yet answered
+        self._sender: PartitionSender | None = None  # the loop's side: records into batches
         self._worker: asyncio.Task[None] | None = None
         self._call(self._start(dict(options), transactional_id, topics), start_seconds, doing)
 
@@ -175,8 +166,8 @@ class PackingProducer:
         """aiokafka commits a transaction one of whose batches failed for good: it only flushes.
         Every batch is answered first, so that a lost record (an offsets record produced after
         the copy task's flush, say) stops the commit instead of being committed around."""
-        if self._delivering:
-            await asyncio.wait(list(self._delivering))
+        assert self._sender is not None  # noqa: S101 - started in __init__
+        await self._sender.answered()
         if self._failed is not None:
             raise KafkaException(self._failed)
         await producer.commit_transaction()
@@ -267,28 +258,23 @@ class PackingProducer:
             acks="all",
             transactional_id=transactional_id,
         )
+        sender = PartitionSender(producer, self._report)
         try:
             await producer.start()  # a transactional id is initialised here, fencing older holders
             if topics:
-                # The topics it will write, in one metadata request now: else each chunk that
-                # brings new ones asks again for every topic so far, and a load reaching a
-                # thousand topics a few at a time asked for them all dozens of times, each answer
-                # parsed in Python.
-                self._tracked = set(topics)
-                with contextlib.suppress(AioKafkaError):  # _send asks again for any it lacks
-                    await producer.client.set_topics(sorted(self._tracked))
+                await sender.track(topics)
         except BaseException:  # the start's bound too: a producer started and never stopped leaks
             await producer.stop()
             raise
-        self._producer = producer
+        self._producer, self._sender = producer, sender
         self._queue = asyncio.Queue()
-        self._worker = asyncio.get_running_loop().create_task(self._work(self._queue, producer))
+        self._worker = asyncio.get_running_loop().create_task(self._work(self._queue, producer, sender))
 
     async def _stop(self, producer: AIOKafkaProducer) -> None:
         if self._worker is not None:
             self._worker.cancel()
-        for chain in list(self._chains.values()):
-            chain.cancel()
+        if self._sender is not None:
+            self._sender.cancel()
         try:
             await asyncio.wait_for(producer.stop(), STOP_SECONDS)
         except (Exception, asyncio.CancelledError):  # noqa: BLE001 - given up: its batches cannot go anywhere
@@ -309,17 +295,20 @@ class PackingProducer:
         return await done
 
     async def _work(
-        self, queue: asyncio.Queue[tuple[str, Any, asyncio.Future[Any] | None]], producer: AIOKafkaProducer
+        self,
+        queue: asyncio.Queue[tuple[str, Any, asyncio.Future[Any] | None]],
+        producer: AIOKafkaProducer,
+        sender: PartitionSender,
     ) -> None:
         """Chunks and calls, one at a time in the order they came: a partition's records keep it."""
         while True:
             kind, payload, done = await queue.get()
             if kind == "records":
-                await self._send(producer, payload)
+                await sender.send(payload)
                 continue
             assert done is not None  # noqa: S101 - calls always come with one
             try:
-                await self._appended()
+                await sender.appended()
                 result = await payload(producer)
             except Exception as exc:  # noqa: BLE001 - handed to the waiting caller
                 if not done.done():  # its caller may have given up on it
@@ -327,116 +316,6 @@ class PackingProducer:
             else:
                 if not done.done():
                     done.set_result(result)
-
-    async def _send(self, producer: AIOKafkaProducer, records: list[Produced]) -> None:
-        topics = {record.topic for record in records}
-        if not topics <= self._tracked:
-            # aiokafka asks for a topic's metadata when it first meets it, one request per topic:
-            # a task starting on a thousand topics waited a minute before its first commit. Every
-            # new topic of a chunk comes in one request instead.
-            self._tracked |= topics
-            with contextlib.suppress(AioKafkaError):  # a topic still unknown fails its records below
-                await producer.client.set_topics(sorted(self._tracked))
-        by_partition: dict[tuple[str, int], list[Produced]] = {}
-        known: dict[str, list[int]] = {}  # partitions per topic, for records placed by key
-        for record in records:
-            if record.partition < 0:
-                try:
-                    record.partition = await self._by_key(producer, record, known)
-                except Exception as exc:  # noqa: BLE001 - reported as its delivery error
-                    self._report([record], kafka_error(exc))
-                    continue
-            by_partition.setdefault((record.topic, record.partition), []).append(record)
-        loop = asyncio.get_running_loop()
-        for key, group in by_partition.items():
-            waiting = self._waiting.get(key)
-            if waiting is not None:  # the partition's chain is running: its next batch takes these
-                waiting.extend(group)
-                continue
-            # aiokafka queues one batch per partition at a time: a partition's next batch waits
-            # for its last to go out. Waiting here would hold every other partition behind it (a
-            # 5,000-partition catch-up took 22 s a transaction that way, against 0.3 s); each
-            # partition waits in a chain of its own instead.
-            self._waiting[key] = group
-            chain = loop.create_task(self._chain(producer, key))
-            self._chains[key] = chain
-            chain.add_done_callback(functools.partial(self._chain_ended, key))
-
-    async def _chain(self, producer: AIOKafkaProducer, key: tuple[str, int]) -> None:
-        """Append the partition's records as they come. A batch waits in aiokafka's add_batch for
-        the partition's last one to go into a request (bounded, and refused once the sender has
-        failed); what comes meanwhile gathers for the batch after it. So any number of hand-overs
-        make at most two batches waiting, where a batch per hand-over went out one a request and
-        a partition handed records K times waited K requests."""
-        while self._waiting[key]:
-            records, self._waiting[key] = self._waiting[key], []
-            await self._send_partition(producer, key[0], key[1], records)
-        del self._waiting[key]
-
-    def _chain_ended(self, key: tuple[str, int], ended: asyncio.Task[None]) -> None:
-        if self._chains.get(key) is not ended:
-            return  # it ended as it should, and a new chain has the partition
-        del self._chains[key]
-        left = self._waiting.pop(key, None)  # records only if it was cancelled or failed
-        if left and not ended.cancelled():
-            self._report(left, kafka_error(ended.exception()))  # type: ignore[arg-type]
-
-    async def _appended(self) -> None:
-        """Every record handed over so far is in aiokafka's accumulator (or reported failed):
-        a call that follows, a commit say, covers them."""
-        if self._chains:
-            await asyncio.wait(list(self._chains.values()))
-
-    async def _by_key(self, producer: AIOKafkaProducer, record: Produced, known: dict[str, list[int]]) -> int:
-        if record.topic not in known:
-            known[record.topic] = sorted(await producer.partitions_for(record.topic))
-        partitions = known[record.topic]
-        if record.key is None:  # a partition at random
-            return int(self._partition(None, partitions, partitions))
-        # The offsets topic's keys come back every commit, one per moved partition, and murmur2
-        # in Python was 3% of a 10,000-partition copy's samples: each key is hashed once.
-        placed = (record.topic, len(partitions), record.key)
-        partition = self._placed.get(placed)
-        if partition is None:
-            if len(self._placed) >= PLACED_KEYS:
-                self._placed.clear()
-            partition = self._placed[placed] = int(self._partition(record.key, partitions, partitions))
-        return partition
-
-    async def _send_partition(
-        self, producer: AIOKafkaProducer, topic: str, partition: int, records: list[Produced]
-    ) -> None:
-        start = 0
-        while start < len(records):
-            try:
-                batch, end = fill_batch(producer.create_batch(), records, start)
-            except Exception as exc:  # noqa: BLE001 - a record aiokafka cannot encode
-                self._report(records[start:], kafka_error(exc))
-                return
-            if end == start:  # aiokafka 0.14 takes any first record; this keeps the loop finite if not
-                self._report(
-                    records[start : start + 1], KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "too large")
-                )
-                start += 1
-                continue
-            chunk = records[start:end]
-            start = end
-            try:
-                delivered = await producer.send_batch(batch, topic, partition=partition)
-            except Exception as exc:  # noqa: BLE001 - reported as the records' delivery error
-                self._report(chunk, kafka_error(exc))
-                continue
-            delivered.add_done_callback(lambda outcome, chunk=chunk: self._batch_done(outcome, chunk))
-            self._delivering.add(delivered)  # after _batch_done: it has run by the time this goes
-            delivered.add_done_callback(self._delivering.discard)
-
-    def _batch_done(self, outcome: asyncio.Future[Any], records: list[Produced]) -> None:
-        if outcome.cancelled():
-            self._report(records, KafkaError(KafkaError._PURGE_QUEUE, "purged"))
-        elif outcome.exception() is not None:
-            self._report(records, kafka_error(outcome.exception()))  # type: ignore[arg-type]
-        else:
-            self._report(records, None, outcome.result().offset)
 
     def _report(self, records: Sequence[Produced], error: KafkaError | None, base: int = -1) -> None:
         if error is not None and self._failed is None:
