@@ -117,9 +117,9 @@ class SourceMetrics:
                 ages[partition] = age
                 self._child(self.record_age, (flow, topic)).set(max(ages.values()))
         for key, records in message["truncated"].items():
-            self.truncated.labels(*self._labels(flow, key)).inc(records)
+            self._child(self.truncated, self._labels(flow, key)).inc(records)
         for key, records in message["copied_then_lost"].items():
-            self.copied_then_lost.labels(*self._labels(flow, key)).inc(records)
+            self._child(self.copied_then_lost, self._labels(flow, key)).inc(records)
         self.fenced.labels(flow).inc(message["fenced"])
         if message["throttled"]:
             self.throttle_wait.labels(flow).inc(message["throttled"])

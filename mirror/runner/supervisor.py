@@ -4,10 +4,11 @@ Per flow, three streaming queries (mirror.runner.components): source (copies rec
 checkpoint (translates group offsets), heartbeat (emits and watches heartbeats). Each restarts
 on its own after a failure.
 
-Driver only. Order at start, per flow: reach both clusters, create internal and remote topics,
-take the flow's positions from its offsets topic, take the flow's lease (fencing an older
-instance), then start the query. On SIGINT/SIGTERM the planner stops issuing batches, the batch
-in flight finishes (its transactions commit), and only then are the queries stopped.
+Driver only. Order at start, per flow: reach both clusters, create internal topics, take the
+flow's lease (fencing an older instance and its copy tasks), create remote topics, take the
+flow's positions from its offsets topic, publish the assignment, then start the query. On
+SIGINT/SIGTERM the planner stops issuing batches, the batch in flight finishes (its transactions
+commit), and only then are the queries stopped.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from pyspark.sql import SparkSession
 from mirror.config.flow_settings import FlowSettings, flow_settings
 from mirror.config.models import FlowConfig, MirrorConfig
 from mirror.errors import ConfigError, FlowTakenOverError, MirrorError
-from mirror.kafka.clients import check_properties, wait_until_reachable
 from mirror.metrics import CheckpointMetrics, HeartbeatMetrics, RunMetrics, SourceMetrics, serve
 from mirror.runner.cluster_answers import TARGET_LATE_SECONDS, flow_silences
 from mirror.runner.components import (
@@ -46,6 +46,7 @@ from mirror.runner.components import (
 )
 from mirror.runner.copy_producer import choose_copy_producer
 from mirror.runner.flow_jobs import schedule_flow_jobs
+from mirror.runner.preflight import check_state_dir, reach_clusters
 from mirror.runner.progress import LagReader, percentile, stats_handler
 from mirror.source.connector import SourceConnector
 from mirror.source.stats import StatsServer
@@ -133,12 +134,12 @@ class Supervisor:
 
     def _start(self, enabled: list[tuple[FlowSettings, FlowConfig]], scheduler: BackgroundScheduler) -> None:
         metrics = self._config.metrics
-        self._check_state_dir()
+        check_state_dir(self._config, self._state_dir, self.instance_id)
         with threads_without_signals():
             if metrics.enabled:
                 serve(self.registry, metrics.host, metrics.port)
             self._stats = StatsServer(driver_host(self._config.spark), self._on_stats)
-        self._reach_clusters([settings for settings, _ in enabled])
+        reach_clusters(self._config, [settings for settings, _ in enabled])
         # The JVM takes seconds to start: the flows' preparation on Kafka (topics, lease, fencing,
         # positions) runs meanwhile, on a thread that leaves the stop signals to this one.
         with threads_without_signals(), ThreadPoolExecutor(1, thread_name_prefix="prepare") as pool:
@@ -205,41 +206,6 @@ class Supervisor:
         self._spark.sparkContext.setLocalProperty("spark.scheduler.pool", component.name)
         component.query = component.start()
         log.debug("%s query started", component.name)
-
-    def _check_state_dir(self) -> None:
-        """Spark writes its checkpoints here; fail now, in one line, rather than inside Spark."""
-        directory = self._config.spark.checkpoint_dir
-        if "://" in directory:
-            return  # hdfs://, s3a://...: only Spark can reach it
-        try:
-            self._state_dir.mkdir(parents=True, exist_ok=True)
-            probe = self._state_dir / f".write-check-{self.instance_id}"
-            probe.touch()
-            probe.unlink()
-        except OSError as exc:
-            problem = (
-                f"spark.checkpoint_dir {directory}: cannot write there ({exc.strerror}); choose a "
-                "directory mirror may create and write, or fix its permissions"
-            )
-            raise ConfigError([problem]) from exc
-
-    def _reach_clusters(self, settings: list[FlowSettings]) -> None:
-        aliases = dict.fromkeys(alias for s in settings for alias in (s.source, s.target))
-        for alias in aliases:
-            cluster = self._config.clusters[alias]
-            check_properties(
-                {
-                    "admin": cluster.client_properties("admin"),
-                    "producer": cluster.client_properties("producer"),
-                    "consumer": cluster.client_properties("consumer"),
-                },
-                what=f"cluster {alias}",
-            )
-            wait_until_reachable(
-                cluster.client_properties("admin"),
-                timeout_seconds=cluster.connect_timeout_seconds,
-                what=f"cluster {alias}",
-            )
 
     def _prepare(self, settings: FlowSettings, flow_config: FlowConfig, state_dir: Path) -> Flow:
         if flow_config.max_records_per_batch is not None:

@@ -54,14 +54,13 @@ class SourceConnector:
         loads it only after them: 13 s of a 10,000-partition start-up, taken the other way round."""
         settings = self._settings
         self.lease = FlowLease(settings)
-        self._previous = self.lease.take()
-        previous = self._previous
+        previous = self._previous = self.lease.take()
         task_ids = max(previous.task_ids if previous else 0, settings.copy_task_ids())
         generation = (previous.generation if previous else 0) + 1
         self.lease.acquire(
             FlowMark(settings.instance_id, generation, task_ids, started_ms=int(time.time() * 1000))
         )
-        self._fence([])
+        self._fence()
 
     def start(self) -> None:
         """After take() and the topic sync: publish the first assignment of what the target holds."""
@@ -70,7 +69,7 @@ class SourceConnector:
         replicated = self._topic_sync.replicated_partitions()
         if self._previous is not None and self._previous.legacy:
             # A mirror from before copy tasks wrote per-partition transactions; end those too.
-            self._fence(replicated)
+            self._fence(tasks=False, legacy=replicated)
         reconcile_positions(settings, set(replicated))
         self._publish(replicated, self.lease.mark.generation, PublishedAssignment.read(self.assignment_file))
 
@@ -87,7 +86,7 @@ class SourceConnector:
                 return
             generation = self.published.assignment.generation + 1
             self.lease.update(lambda mark: replace(mark, generation=generation))
-            self._fence([])
+            self._fence()
             self._publish(replicated, generation, self.published)
 
     def stop_tasks(self) -> None:
@@ -97,11 +96,14 @@ class SourceConnector:
             if self.lease is not None:
                 self.lease.update(lambda mark: replace(mark, stopping=True))
 
-    def _fence(self, legacy: Collection[SourcePartition]) -> None:
+    def _fence(self, *, tasks: bool = True, legacy: Collection[SourcePartition] = ()) -> None:
+        """Fence every copy task's transactional id (`tasks`), and those of `legacy` partitions."""
         settings = self._settings
         if not settings.exactly_once or self.lease is None:
             return
-        ids = [settings.copy_task_transactional_id(i) for i in range(self.lease.mark.task_ids)]
+        ids = (
+            [settings.copy_task_transactional_id(i) for i in range(self.lease.mark.task_ids)] if tasks else []
+        )
         ids += [settings.legacy_transactional_id(t, p) for t, p in legacy]
         fence_transactional_ids(settings.target_producer, ids, doing=f"flow {settings.name}: fencing")
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirror.config.flow_settings import FlowSettings
@@ -234,3 +234,12 @@ def _recopy(settings: FlowSettings, part: PartitionCopy, low: int, proof: str, r
 
 def seek_to_position(source: Consumer, part: PartitionCopy) -> None:
     seek(source, part.topic, part.partition, part.position)
+
+
+def start_of(part: PartitionCopy) -> TopicPartition:
+    """Where the consumer starts `part`. With the epoch committed, librdkafka checks that the source
+    log still holds what was copied before it reads on (KIP-320): a log that an unclean leader
+    election truncated fails the check, rather than being read from the same offsets as if new."""
+    if part.epoch < 0:
+        return TopicPartition(part.topic, part.partition, part.position)
+    return TopicPartition(part.topic, part.partition, part.position, leader_epoch=part.epoch)

@@ -21,7 +21,7 @@ import re
 import time
 from typing import Literal
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer
 
 from mirror.config.flow_settings import FlowSettings
 from mirror.errors import (
@@ -40,7 +40,7 @@ from mirror.source.clients import RareClients, positions_reader, source_reader, 
 from mirror.source.losses import resume_after_lost_records
 from mirror.source.partition_copy import PartitionCopy
 from mirror.source.record_copy import ConsumeError, consumer_positions, copy_messages, next_messages
-from mirror.source.start import read_positions
+from mirror.source.start import read_positions, start_of
 from mirror.source.stats import StatsSender
 from mirror.source.task_producers import TaskProducers
 from mirror.source.task_spec import CopyTaskSpec, TaskSummary
@@ -86,15 +86,6 @@ def run_copy_task(settings: FlowSettings, spec: CopyTaskSpec) -> TaskSummary:
             extra=_owned(spec),
         )
         return summary
-
-
-def _start_of(part: PartitionCopy) -> TopicPartition:
-    """Where the consumer starts `part`. With the epoch committed, librdkafka checks that the source
-    log still holds what was copied before it reads on (KIP-320): a log that an unclean leader
-    election truncated fails the check, rather than being read from the same offsets as if new."""
-    if part.epoch < 0:
-        return TopicPartition(part.topic, part.partition, part.position)
-    return TopicPartition(part.topic, part.partition, part.position, leader_epoch=part.epoch)
 
 
 def _owned(spec: CopyTaskSpec) -> dict[str, list[str]]:
@@ -243,7 +234,7 @@ class _CopyTask:
             report=self._report,
         )
         # Through new consumers (SplitReader.assign): the old ones could name positions past the abort.
-        self.source.assign([_start_of(part) for part in self.parts])
+        self.source.assign([start_of(part) for part in self.parts])
 
     def _copy(self) -> str:
         settings, parts = self.settings, self.parts

@@ -46,9 +46,12 @@ OFFSETS_TOPIC_PARTITIONS = 25
 
 @dataclass(frozen=True)
 class SyncResult:
-    created: int
+    created_topics: frozenset[str]  # remote names of the topics this sync made
     grown: int
-    created_topics: frozenset[str] = frozenset()  # remote names of the topics this sync made
+
+    @property
+    def created(self) -> int:
+        return len(self.created_topics)
 
 
 class TopicSync:
@@ -133,7 +136,7 @@ class TopicSync:
             log.info("flow %s: %s on %s now has %d partitions", s.name, remote, s.target, partitions)
         if plan.create or plan.grow:
             self._wait_until_visible({remote: n for _, remote, n in plan.create} | dict(plan.grow))
-        return SyncResult(len(created), len(plan.grow), frozenset(created))
+        return SyncResult(frozenset(created), len(plan.grow))
 
     def _wait_until_visible(self, wanted: dict[str, int]) -> None:
         """Right after a create, metadata may not list the topic yet; the copy tasks' assignment is
