@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 T = TypeVar("T")
@@ -41,6 +42,21 @@ def assert_eventually(check: Callable[[], T], *, timeout: float = 30.0, interval
             if time.monotonic() > deadline:
                 raise
         time.sleep(interval)
+
+
+def retrying(ask: Callable[[], T], timeout: float = 60) -> T:
+    """`ask` again while a partition's leader moves (new topics, a broker of a replicated cluster
+    lost or back and leading again) or the error is retriable; raise anything else at once."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return ask()
+        except KafkaException as exc:
+            error = exc.args[0]
+            moving = error.code() in (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
+            if not (moving or error.retriable()) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.5)
 
 
 def create_topic(

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirror.local.ports import free_port
-from tests.helpers import assert_eventually
+from tests.helpers import assert_eventually, retrying
 from tests.kafka_backends import KafkaCluster
 
 T = TypeVar("T")
@@ -146,7 +146,7 @@ def source_ends(source: KafkaCluster, topics: list[str]) -> dict[tuple[str, int]
             raise KafkaException(KafkaError(KafkaError.LEADER_NOT_AVAILABLE))
         return ends
 
-    return _retrying(ask)
+    return retrying(ask)
 
 
 def source_partitions(source: KafkaCluster, topics: list[str]) -> list[tuple[str, int]]:
@@ -162,20 +162,6 @@ def source_partitions(source: KafkaCluster, topics: list[str]) -> list[tuple[str
         if time.monotonic() > deadline:
             raise AssertionError(f"{source.alias} does not know {missing[:3]} 30 s after they were made")
         time.sleep(0.2)
-
-
-def _retrying(ask: Callable[[], T], timeout: float = 60) -> T:
-    """A partition's leader moving (new topics, a broker of a replicated cluster lost) is asked again."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return ask()
-        except KafkaException as exc:
-            error = exc.args[0]
-            moving = error.code() in (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
-            if not (moving or error.retriable()) or time.monotonic() > deadline:
-                raise
-        time.sleep(0.5)
 
 
 def committed_positions(

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+from tests.helpers import retrying
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,12 @@ def read_topics(
         for topic in topics
         for p in sorted(metadata.topics[topic].partitions if topic in metadata.topics else ())
     ]
-    ranges = {tp: end_reader.get_watermark_offsets(TopicPartition(*tp), timeout=30) for tp in partitions}
+
+    # Leaders of a replicated cluster move back to a broker just restarted: asked again.
+    def ends(tp: tuple[str, int]) -> Callable[[], tuple[int, int]]:
+        return lambda: end_reader.get_watermark_offsets(TopicPartition(*tp), timeout=30)
+
+    ranges = {tp: retrying(ends(tp)) for tp in partitions}
     end_reader.close()
     reader = Consumer(
         {
