@@ -170,13 +170,7 @@ class _CopyTask:
                     self.stats.current.fenced += 1
                 self.writers.drop()
             except TRANSIENT_ERRORS as exc:
-                # The target or source away for a while, a transaction the coordinator aborted:
-                # nothing uncommitted counts, so the task goes back to the committed positions.
-                self._warn_once(exc)
-                if isinstance(exc, RetriableError):
-                    self._say_once(str(exc))
-                self.stats.current.aborted += 1
-                self._abort()
+                self._back_to_committed(exc)
                 rewind = True
             failures += 1
             if self.summary.transactions > committed:
@@ -363,6 +357,16 @@ class _CopyTask:
         if mark.generation != self.spec.generation:
             return "stale"
         return "stopping" if mark.stopping else "current"
+
+    def _back_to_committed(self, error: Exception) -> None:
+        """After the target or source was away, or the coordinator aborted: nothing uncommitted counts.
+        Only an open transaction counts as aborted: waiting for a leader while none is open does not."""
+        self._warn_once(error)
+        if isinstance(error, RetriableError):
+            self._say_once(str(error))
+        if self.in_transaction:
+            self.stats.current.aborted += 1
+        self._abort()
 
     def _abort(self) -> None:
         self.writers.abort()

@@ -19,6 +19,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirror.flow.tail import PartitionTail
+from mirror.kafka.offsets import high_watermarks, last_stable_offsets
 from mirror.kafka.wire import Checkpoint
 from mirror.local.ports import free_port
 from tests.groups import committed
@@ -152,8 +153,20 @@ def _committed_at(reader: GroupReader, cluster: str, reads: int) -> dict[tuple[s
     return position
 
 
-def _read_at_least(reader: GroupReader, records: int) -> None:
-    assert len(set(reader.numbers())) >= records
+def _read_every(reader: GroupReader, acked: set[int], cluster: KafkaCluster) -> None:
+    """Every acknowledged number read; if not, which, and where the group and the partitions
+    stand on `cluster` (an end past the stable end is a transaction left open there)."""
+    missing = sorted(acked - set(reader.numbers()))
+    if not missing:
+        return
+    partitions = [(reader.topic, p) for p in sorted({n % PARTITIONS for n in missing})]
+    admin = AdminClient(cluster.properties())
+    raise AssertionError(
+        f"{len(missing)} acknowledged records not read, e.g. {missing[:5]}, in {partitions}; on "
+        f"{cluster.alias} the group is at {committed(cluster, reader.group, reader.topic, PARTITIONS)}, "
+        f"the stable ends are {last_stable_offsets(admin, partitions)}, "
+        f"the ends {high_watermarks(admin, partitions)}"
+    )
 
 
 def _committed_to(cluster: KafkaCluster, group: str, topic: str, ends: dict[int, int]) -> None:
@@ -236,7 +249,7 @@ def test_a_cutover_checks_its_fence_resumes_after_sigkill_and_moves_the_group_ex
 
     # The group resumes on B right after what it committed on A: nothing lost, nothing read twice.
     reader.start(b)
-    assert_eventually(lambda: _read_at_least(reader, written), timeout=60)
+    assert_eventually(lambda: _read_every(reader, set(producer.acked), b), timeout=60)
     reader.stop()
     assert read_on_a < written, "the group was behind when it stopped: the translation had work to do"
     assert sorted(reader.numbers()) == sorted(producer.acked)
