@@ -7,6 +7,7 @@ import contextlib
 import os
 import platform
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -86,7 +87,8 @@ def _run_contender(
         setup = steady.prepare_steady(clusters, name, mode.steady) if index == 0 else None
         topics = [workload.topic_set.pattern, *([setup.topics.pattern] if setup else [])]
         _say(f"{contender.label}: catch-up {workload.records:,} x {workload.value_bytes} B")
-        running = measure.launch(
+        running = _launch_beside(
+            setup,
             contender,
             clusters,
             topics,
@@ -109,6 +111,25 @@ def _run_contender(
         _delete_topics(clusters.target, [contender.remote_topic(workload.topic)])
     _run_many(contender, clusters, mode, work, row, brokers=brokers)
     return row
+
+
+def _launch_beside(
+    setup: steady.SteadySetup | None,
+    contender: Contender,
+    clusters: Clusters,
+    topics: list[str],
+    run_dir: Path,
+    *,
+    checkpoint_seconds: int,
+) -> measure.Running:
+    """measure.launch; the steady load's producer, started before the contender, is closed if the
+    launch fails or the bench is stopped meanwhile (it would produce into stopped brokers for minutes)."""
+    try:
+        return measure.launch(contender, clusters, topics, run_dir, checkpoint_seconds=checkpoint_seconds)
+    except BaseException:
+        if setup is not None:
+            setup.producer.close()
+        raise
 
 
 def _run_many(
@@ -140,7 +161,8 @@ def _run_many(
         f"{contender.label}: catch-up {workload.records:,} x {workload.value_bytes} B over "
         f"{layout.topics} topics x {layout.partitions} partitions"
     )
-    running = measure.launch(
+    running = _launch_beside(
+        setup,
         contender,
         clusters,
         [layout.pattern, steady_topics.pattern],
@@ -286,8 +308,15 @@ def _options() -> tuple[argparse.Namespace, list[tuple[str, Any]]]:
     return args, overrides
 
 
+def _exit_on_sigterm(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main() -> int:
     args, overrides = _options()
+    # `kill` stops the brokers as Ctrl-C does, through the `finally` below: by default SIGTERM ended
+    # the bench and left its brokers running for minutes beside the next run.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     contenders = {
         c.name: replace(c, flow_overrides=(*c.flow_overrides, *overrides))
         if c.family == "mirror"

@@ -57,7 +57,11 @@ class PacedProducer:
              str(steady.rate), str(steady.seconds), str(topics.partitions), *topics.names],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True,
         )  # fmt: skip
-        self._expect("ready", READY_TIMEOUT_SECONDS)
+        try:
+            self._expect("ready", READY_TIMEOUT_SECONDS)
+        except BaseException:
+            self.close()  # not ready, or the bench stopped meanwhile: not left running
+            raise
 
     def run(self, steady: Steady) -> None:
         """Produce the steady load; returns once every record is acknowledged."""

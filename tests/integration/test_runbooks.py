@@ -249,7 +249,7 @@ def test_a_cutover_checks_its_fence_resumes_after_sigkill_and_moves_the_group_ex
 
     # The group resumes on B right after what it committed on A: nothing lost, nothing read twice.
     reader.start(b)
-    assert_eventually(lambda: _read_every(reader, set(producer.acked), b), timeout=60)
+    assert_eventually(lambda: _read_every(reader, set(producer.acked), b), timeout=120, interval=0.5)
     reader.stop()
     assert read_on_a < written, "the group was behind when it stopped: the translation had work to do"
     assert sorted(reader.numbers()) == sorted(producer.acked)
