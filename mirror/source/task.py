@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 from typing import Literal
 
@@ -43,6 +42,7 @@ from mirror.source.record_copy import ConsumeError, consumer_positions, copy_mes
 from mirror.source.start import read_positions, start_of
 from mirror.source.stats import StatsSender
 from mirror.source.task_producers import TaskProducers
+from mirror.source.task_reports import TaskReports
 from mirror.source.task_spec import CopyTaskSpec, TaskSummary
 from mirror.source.throttle import Throttle
 from mirror.source.transaction import RemoteRecreatedError, commit_moved, needs_commit
@@ -119,7 +119,7 @@ class _CopyTask:
         rate = spec.throttle_bytes_per_second
         self.throttle = Throttle(rate) if rate is not None else None
         self._began = time.monotonic()  # when the open transaction began
-        self._told: set[str] = set()  # what _first_time has seen: waits reported, aborts logged
+        self.reports = TaskReports(self.stats)
 
     def __enter__(self) -> _CopyTask:
         return self
@@ -215,9 +215,7 @@ class _CopyTask:
 
     def _rewind(self) -> None:
         """Back to what the target says was committed: after an abort, or on opening."""
-        for part in self.parts:
-            part.discard()
-            part.sought = False  # new consumers, at the positions read next
+        self._forget_reads()
         read_positions(
             self.settings,
             self.parts,
@@ -225,7 +223,7 @@ class _CopyTask:
             source_admin=self.rare.source_admin,
             remote=self.rare.remote_reader,
             target_admin=self.rare.target_admin,
-            report=self._report,
+            report=self.reports.report,
         )
         # Through new consumers (SplitReader.assign): the old ones could name positions past the abort.
         self.source.assign([start_of(part) for part in self.parts])
@@ -334,7 +332,7 @@ class _CopyTask:
                     self.source.reader_of(part.topic, part.partition),
                     self.rare.source_admin,
                     stats=self.stats.current,
-                    report=self._report,
+                    report=self.reports.report,
                 )
             elif error.retriable:
                 # librdkafka keeps fetching the partition (a leader moving, a topic being deleted
@@ -359,17 +357,20 @@ class _CopyTask:
         return "stopping" if mark.stopping else "current"
 
     def _back_to_committed(self, error: Exception) -> None:
-        """After the target or source was away, or the coordinator aborted: nothing uncommitted counts.
-        Only an open transaction counts as aborted: waiting for a leader while none is open does not."""
+        """Nothing uncommitted counts; only an open transaction counts as aborted, not a wait without one."""
         self._warn_once(error)
         if isinstance(error, RetriableError):
-            self._say_once(str(error))
+            self.reports.say_once(str(error))
         if self.in_transaction:
             self.stats.current.aborted += 1
         self._abort()
 
     def _abort(self) -> None:
         self.writers.abort()
+        self._forget_reads()
+
+    def _forget_reads(self) -> None:
+        """What was read since the last commit is dropped: new consumers, at the positions read next."""
         for part in self.parts:
             part.discard()
             part.sought = False  # new consumers, at the positions read next
@@ -378,25 +379,7 @@ class _CopyTask:
         """An abort's reason, logged once per task and kind of reason: an outage repeats it every
         try, up to every two seconds."""
         doing = "aborting the open transaction" if self.in_transaction else "no transaction open"
-        if self._first_time(f"{doing}: {error}"):
+        if self.reports.first_time(f"{doing}: {error}"):
             log.warning(
                 "%s: %s; going back to the committed positions", doing, error, extra=_owned(self.spec)
             )
-
-    def _say_once(self, message: str) -> None:
-        """A condition the task waits out (a partition without a leader, a transaction not decided
-        yet) reaches the driver's output once per task, not once per try."""
-        if self._first_time(f"waiting: {message}"):
-            self._report("waiting", message)
-
-    def _first_time(self, text: str) -> bool:
-        """Whether `text` is new to this task, numbers aside (offsets and seconds change per try)."""
-        kind = re.sub(r"\d+", "N", text)
-        if kind in self._told:
-            return False
-        self._told.add(kind)
-        return True
-
-    def _report(self, kind: str, message: str) -> None:
-        self.stats.current.events.append((kind, message))
-        self.stats.send()

@@ -10,6 +10,7 @@ import pytest
 from mirror.kafka.transactions import AbortableError, RetriableError
 from mirror.source import task as task_module
 from mirror.source.stats import TaskStats
+from mirror.source.task_reports import TaskReports
 from mirror.source.task_spec import CopyTaskSpec, TaskSummary
 
 
@@ -43,7 +44,7 @@ def _task(failures: Iterator[tuple[Exception, bool]]) -> task_module._CopyTask:
     task.spec = CopyTaskSpec(0, 1, (("t", 0),), deadline=0.0, stats_address=None)
     task.parts = []
     task.summary = TaskSummary(0, 1, 0)
-    task._told = set()
+    task.reports = TaskReports(task.stats)  # type: ignore[arg-type]
 
     def copy() -> str:
         for error, open_transaction in failures:
