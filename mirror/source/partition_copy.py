@@ -159,9 +159,12 @@ class PartitionCopy:
 
     def discard(self) -> None:
         """The open transaction was aborted: its records, and any pair from them, never happened.
-        A trailing pair it carried is of records committed before, so it is due again."""
+        A trailing pair it carried is of records committed before, so it is due again. Discarding
+        again with nothing open (an abort, then the rewind) keeps that pair: it was lost before."""
+        held = bool(self.upstream) or self.trailing is not None
         self.clear()
-        self.unsynced, self.trailing = self.trailing, None
+        if held:
+            self.unsynced, self.trailing = self.trailing, None
 
     def clear(self) -> None:
         self.upstream = []
