@@ -74,7 +74,7 @@ def _plan(args: argparse.Namespace) -> int:
 def _groups(args: argparse.Namespace) -> int:
     from mirror.cli.flows import flow_from_args
     from mirror.errors import MigrationIncompleteError
-    from mirror.migrate.groups import move_groups
+    from mirror.migrate.groups import SETTLE_TRIES, move_groups, settle_moved
     from mirror.topics.sync import TopicSync
 
     settings = flow_from_args(args)
@@ -84,10 +84,15 @@ def _groups(args: argparse.Namespace) -> int:
     for group, offsets in sorted(move.moved.items()):
         partitions = ", ".join(f"{t}-{p}@{offset}" for (t, p), offset in sorted(offsets.items()))
         print(f"{group}: {partitions or 'already at least this far on the target'}")
-    if move.not_moved:
-        raise MigrationIncompleteError(
-            [f"group {g} not moved: {why}" for g, why in sorted(move.not_moved.items())]
-        )
+    unsettled = settle_moved(settings, move.moved, print)
+    problems = [f"group {g} not moved: {why}" for g, why in sorted(move.not_moved.items())]
+    problems += [
+        f"group {g} moved back again and again by the running flow's group sync ({SETTLE_TRIES} checks); "
+        "stop `mirror run`, then move it again"
+        for g in unsettled
+    ]
+    if problems:
+        raise MigrationIncompleteError(problems)
     return 0
 
 

@@ -21,7 +21,7 @@ from mirror.kafka.admin import create_topic_acls, describe_topic_acls
 from mirror.kafka.clients import admin_client
 from mirror.kafka.group_admin import group_offsets, list_group_ids
 from mirror.kafka.offsets import high_watermarks, last_stable_offsets
-from mirror.migrate.groups import move_groups
+from mirror.migrate.groups import SETTLE_TRIES, move_groups, settle_moved
 from mirror.migrate.state import (
     STEPS,
     CutoverState,
@@ -274,6 +274,12 @@ class _Cutover:
             for group, offsets in move.moved.items()
         }
         self.state.groups_not_moved = move.not_moved
+        unsettled = settle_moved(self.settings, move.moved, lambda line: self.say(f"groups: {line}"))
+        if unsettled:
+            raise MigrationStepError(
+                f"groups: the running flow's group sync still moves {', '.join(unsettled)} back after "
+                f"{SETTLE_TRIES} checks; stop `mirror run`, then run the cutover again to write them again"
+            )
         return f"{len(move.moved)} groups written on {self.settings.target}; {len(move.not_moved)} not"
 
     def _report(self) -> str:

@@ -4,16 +4,21 @@ never backwards. Used by `mirror migrate groups` (runbook 1's consumer move) and
 from __future__ import annotations
 
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from mirror.config.flow_settings import FlowSettings
+from mirror.errors import KafkaClientError
 from mirror.kafka.clients import admin_client
 from mirror.kafka.group_admin import alter_group_offsets, group_offsets, groups_with_members
 from mirror.migrate.translate import Translation, translate_groups
 
 Partition = tuple[str, int]
 POLL_SECONDS = 1.0
+# A group-sync round reads and then writes within about a second; one held up by a slow cluster
+# is caught by the next check.
+SYNC_ROUND_GRACE_SECONDS = 2.0
+SETTLE_TRIES = 3
 
 
 @dataclass
@@ -75,3 +80,59 @@ def _record_untranslated(result: GroupMove, translation: Translation, timeout: f
     for group, why in translation.untranslatable.items():
         (t, p), reason = next(iter(why.items()))
         result.not_moved.setdefault(group, f"{t}-{p}: {reason}")
+
+
+@dataclass
+class Restored:
+    rewritten: dict[str, int] = field(default_factory=dict)  # group -> partitions written again
+    refused: dict[str, str] = field(default_factory=dict)  # group -> why it could not be, one line
+
+
+def restore_moved(settings: FlowSettings, moved: Mapping[str, Mapping[Partition, int]]) -> Restored:
+    """Write again what a move wrote into the target's groups and something took back since.
+
+    The running flow's group sync reads a group's offsets on the target, then writes its own
+    translation where that is ahead. A round that read before the move wrote, and wrote after it,
+    puts the group back to the last checkpoint: its consumers would read again what they had read.
+    """
+    target = f"target cluster {settings.target}"
+    target_admin = admin_client(settings.target_admin)
+    groups = [group for group, offsets in moved.items() if offsets]
+    current = group_offsets(target_admin, groups, what=target) if groups else {}
+    result = Restored()
+    for group in groups:
+        now = current.get(group, {})
+        back = {tp: o for tp, o in moved[group].items() if tp not in now or now[tp].offset < o}
+        if not back:
+            continue
+        try:
+            alter_group_offsets(target_admin, group, back, what=target)
+        except KafkaClientError as exc:
+            # Its consumers started on the target meanwhile: they read from where it stands.
+            result.refused[group] = f"{len(back)} partitions moved back and not written again ({exc})"
+            continue
+        result.rewritten[group] = len(back)
+    return result
+
+
+def settle_moved(
+    settings: FlowSettings, moved: Mapping[str, Mapping[Partition, int]], say: Callable[[str], None]
+) -> list[str]:
+    """Until a sync interval passes with no moved group taken back by the running flow's group sync,
+    write back what it took; the groups it still took back after SETTLE_TRIES checks."""
+    if not settings.sync_group_offsets or not any(moved.values()):
+        return []
+    wait = settings.sync_group_offsets_interval_seconds + SYNC_ROUND_GRACE_SECONDS
+    pending = dict(moved)
+    for _ in range(SETTLE_TRIES):
+        say(f"checking in {wait:g}s that the running flow's group sync leaves the groups where they are")
+        time.sleep(wait)
+        restored = restore_moved(settings, pending)
+        for group, why in sorted(restored.refused.items()):
+            say(f"{group}: {why}")
+        for group, partitions in sorted(restored.rewritten.items()):
+            say(f"{group}: {partitions} partitions moved back by the group sync; written again")
+        if not restored.rewritten:
+            return []
+        pending = {group: moved[group] for group in restored.rewritten}
+    return sorted(pending)
