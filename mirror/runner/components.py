@@ -180,12 +180,12 @@ def on_checkpoint_round(
 def drain(query: StreamingQuery | None, deadline: float) -> None:
     """Nothing new is planned now; wait for the batch in flight so its transactions commit, then stop.
 
-    No batch is in flight while no trigger is active, or while the status says no data is available.
-    Both are needed. A copy query that is stopping asks its planner for an epoch again and again (each
-    answer "none"), so a trigger is active nearly all the time: waiting for a moment without one
-    took 10 s and more. A round query (checkpoint, heartbeat) ends its batch early on the stop file,
-    but its status keeps "data available" from that batch until its next trigger, up to 10 s later:
-    waiting for that took most of a `mirror run`'s stop (3-8 s of 3-9 s).
+    No batch is in flight once the status says no data is available, or no trigger is active; each
+    query kind shows it one way only. A copy query that is stopping asks its planner for an epoch
+    again and again (each answer "none"), so a trigger is active nearly all the time: waiting for a
+    moment without one took 10 s and more. A round query (checkpoint, heartbeat) ends its batch early
+    on the stop file, but keeps "data available" from that batch until its next trigger, up to 10 s
+    later: waiting for that took most of a `mirror run`'s stop (3-8 s of 3-9 s).
     Two answers in a row, so that an epoch planned just before the stop file appeared shows up."""
     quiet = 0
     while query is not None and query.isActive and time.monotonic() < deadline:
