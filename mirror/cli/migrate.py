@@ -84,12 +84,14 @@ def _groups(args: argparse.Namespace) -> int:
     for group, offsets in sorted(move.moved.items()):
         partitions = ", ".join(f"{t}-{p}@{offset}" for (t, p), offset in sorted(offsets.items()))
         print(f"{group}: {partitions or 'already at least this far on the target'}")
-    unsettled = settle_moved(settings, move.moved, print)
-    problems = [f"group {g} not moved: {why}" for g, why in sorted(move.not_moved.items())]
+    settled = settle_moved(settings, move.moved, print)
+    problems = [
+        f"group {g} not moved: {why}" for g, why in sorted({**move.not_moved, **settled.joined}.items())
+    ]
     problems += [
         f"group {g} moved back again and again by the running flow's group sync ({SETTLE_TRIES} checks); "
         "stop `mirror run`, then move it again"
-        for g in unsettled
+        for g in settled.unsettled
     ]
     if problems:
         raise MigrationIncompleteError(problems)

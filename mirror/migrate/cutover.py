@@ -273,14 +273,18 @@ class _Cutover:
             group: {f"{t}:{p}": o for (t, p), o in sorted(offsets.items())}
             for group, offsets in move.moved.items()
         }
-        self.state.groups_not_moved = move.not_moved
-        unsettled = settle_moved(self.settings, move.moved, lambda line: self.say(f"groups: {line}"))
-        if unsettled:
+        settled = settle_moved(self.settings, move.moved, lambda line: self.say(f"groups: {line}"))
+        if settled.unsettled:
             raise MigrationStepError(
-                f"groups: the running flow's group sync still moves {', '.join(unsettled)} back after "
-                f"{SETTLE_TRIES} checks; stop `mirror run`, then run the cutover again to write them again"
+                f"groups: the running flow's group sync still moves {', '.join(settled.unsettled)} back "
+                f"after {SETTLE_TRIES} checks; stop `mirror run`, then run the cutover again"
             )
-        return f"{len(move.moved)} groups written on {self.settings.target}; {len(move.not_moved)} not"
+        for group, why in settled.joined.items():
+            self.state.groups_moved.pop(group, None)
+            move.not_moved[group] = why
+        self.state.groups_not_moved = move.not_moved
+        moved = len(self.state.groups_moved)
+        return f"{moved} groups written on {self.settings.target}; {len(move.not_moved)} not"
 
     def _report(self) -> str:
         s = self.state
@@ -339,4 +343,6 @@ def verify_outcome(report: FlowReport) -> str:
     unverified = report.total("unverified")
     # Said, not failed: the offset syncs that anchor a comparison are compacted over time, so a
     # long-running flow's oldest records have none; the line must not claim they were compared.
-    return compared + (f"; {unverified} before the oldest offset sync, not compared" if unverified else "")
+    if not unverified:
+        return compared
+    return f"{compared}; {unverified} source offsets before the oldest offset sync, not compared"

@@ -15,10 +15,11 @@ from mirror.migrate.translate import Translation, translate_groups
 
 Partition = tuple[str, int]
 POLL_SECONDS = 1.0
-# A group-sync round reads and then writes within about a second; one held up by a slow cluster
-# is caught by the next check.
+# After a move, how long past a group-sync interval a check waits, how many checks in a row must
+# find nothing to write back, and how many checks there are at most.
 SYNC_ROUND_GRACE_SECONDS = 2.0
-SETTLE_TRIES = 3
+CLEAN_CHECKS = 2
+SETTLE_TRIES = 5
 
 
 @dataclass
@@ -85,7 +86,7 @@ def _record_untranslated(result: GroupMove, translation: Translation, timeout: f
 @dataclass
 class Restored:
     rewritten: dict[str, int] = field(default_factory=dict)  # group -> partitions written again
-    refused: dict[str, str] = field(default_factory=dict)  # group -> why it could not be, one line
+    joined: dict[str, str] = field(default_factory=dict)  # group -> one line: members came, not written
 
 
 def restore_moved(settings: FlowSettings, moved: Mapping[str, Mapping[Partition, int]]) -> Restored:
@@ -94,6 +95,8 @@ def restore_moved(settings: FlowSettings, moved: Mapping[str, Mapping[Partition,
     The running flow's group sync reads a group's offsets on the target, then writes its own
     translation where that is ahead. A round that read before the move wrote, and wrote after it,
     puts the group back to the last checkpoint: its consumers would read again what they had read.
+    A group that has members by now is not written (the broker refuses): said, never skipped
+    silently. Any other refusal is raised.
     """
     target = f"target cluster {settings.target}"
     target_admin = admin_client(settings.target_admin)
@@ -107,32 +110,51 @@ def restore_moved(settings: FlowSettings, moved: Mapping[str, Mapping[Partition,
             continue
         try:
             alter_group_offsets(target_admin, group, back, what=target)
-        except KafkaClientError as exc:
-            # Its consumers started on the target meanwhile: they read from where it stands.
-            result.refused[group] = f"{len(back)} partitions moved back and not written again ({exc})"
+        except KafkaClientError:
+            if group not in groups_with_members(target_admin, [group], what=target):
+                raise
+            (t, p), offset = min(back.items())
+            result.joined[group] = (
+                f"its consumers started on {settings.target} after the group sync moved it back "
+                f"({len(back)} partitions, e.g. {t}-{p} to {now[(t, p)].offset if (t, p) in now else 'none'} "
+                f"instead of {offset}): they re-read from there"
+            )
             continue
         result.rewritten[group] = len(back)
     return result
 
 
+@dataclass
+class Settled:
+    joined: dict[str, str] = field(default_factory=dict)  # group -> one line (Restored.joined)
+    unsettled: list[str] = field(default_factory=list)  # still moved back after SETTLE_TRIES checks
+
+
 def settle_moved(
     settings: FlowSettings, moved: Mapping[str, Mapping[Partition, int]], say: Callable[[str], None]
-) -> list[str]:
-    """Until a sync interval passes with no moved group taken back by the running flow's group sync,
-    write back what it took; the groups it still took back after SETTLE_TRIES checks."""
-    if not settings.sync_group_offsets or not any(moved.values()):
-        return []
+) -> Settled:
+    """Check, a sync interval apart, that the running flow's group sync leaves the moved groups
+    where they were moved, writing back what it took, until CLEAN_CHECKS checks in a row find
+    nothing to write back (a round that read a group before the move may write it a few seconds
+    after: its writes go group by group, each retried for seconds)."""
+    result = Settled()
+    if not (settings.emit_checkpoints and settings.sync_group_offsets) or not any(moved.values()):
+        return result  # no group sync runs in this flow
     wait = settings.sync_group_offsets_interval_seconds + SYNC_ROUND_GRACE_SECONDS
-    pending = dict(moved)
+    pending = {group: offsets for group, offsets in moved.items() if offsets}
+    clean = 0
     for _ in range(SETTLE_TRIES):
         say(f"checking in {wait:g}s that the running flow's group sync leaves the groups where they are")
         time.sleep(wait)
         restored = restore_moved(settings, pending)
-        for group, why in sorted(restored.refused.items()):
+        for group, why in sorted(restored.joined.items()):
             say(f"{group}: {why}")
+            result.joined[group] = why
+            pending.pop(group)
         for group, partitions in sorted(restored.rewritten.items()):
             say(f"{group}: {partitions} partitions moved back by the group sync; written again")
-        if not restored.rewritten:
-            return []
-        pending = {group: moved[group] for group in restored.rewritten}
-    return sorted(pending)
+        clean = 0 if restored.rewritten else clean + 1
+        if clean == CLEAN_CHECKS or not pending:
+            return result
+    result.unsettled = sorted(pending)
+    return result

@@ -186,7 +186,9 @@ def drain(query: StreamingQuery | None, deadline: float) -> None:
     moment without one took 10 s and more. A round query (checkpoint, heartbeat) ends its batch early
     on the stop file, but keeps "data available" from that batch until its next trigger, up to 10 s
     later: waiting for that took most of a `mirror run`'s stop (3-8 s of 3-9 s).
-    Two answers in a row, so that an epoch planned just before the stop file appeared shows up."""
+    Two answers in a row: a guard, not a proof. A batch still being planned reads "no data" too; a
+    copy batch planned as the stop file appeared opens nothing (the task checks the file first), and a
+    round cut short leaves its transaction to the next run's fence or its timeout."""
     quiet = 0
     while query is not None and query.isActive and time.monotonic() < deadline:
         status = query.status

@@ -166,6 +166,12 @@ class PartitionCopy:
         if held:
             self.unsynced, self.trailing = self.trailing, None
 
+    def forget_syncs(self) -> None:
+        """The remote partition is copied again from scratch (re-created, or its copy gone): no pair
+        of the old copy may be synced, and MM2's triggers start over, so its first record syncs."""
+        self.unsynced = self.trailing = None
+        self.syncs = PartitionState(self.offset_lag_max)
+
     def clear(self) -> None:
         self.upstream = []
         self.downstream = []

@@ -90,11 +90,13 @@ def read_positions(
     for part, proof in recreated.items():
         # Kafka may keep a deleted topic's group offsets for a while; the topic's ID says.
         part.recreated, part.last_downstream, part.committed = False, -1, None
+        part.forget_syncs()
         part.position = _recopy(settings, part, earliest[(part.topic, part.partition)], proof, report)
     missing = [part for part in missing if part not in recreated]
     start = _new_partition_starts(settings, source_admin, missing, earliest)
     stored: dict[tuple[str, int], int] | None = None
     for part in missing:
+        part.forget_syncs()  # copied from a start of its own: nothing of a copy before it is synced
         low = earliest[(part.topic, part.partition)]
         had_position = part.committed is not None
         part.committed = None  # so the task's first commit records where it starts

@@ -45,11 +45,11 @@ def test_a_moved_group_taken_back_by_the_group_sync_is_written_again(
     commit(target_cluster, group, {(topic, 0): 12, (topic, 1): 30})
     said: list[str] = []
 
-    unsettled = settle_moved(
+    settled = settle_moved(
         _flow(source_cluster, target_cluster), {group: {(topic, 0): 40, (topic, 1): 30}}, said.append
     )
 
-    assert unsettled == []
+    assert settled.unsettled == [] and settled.joined == {}
     assert committed(target_cluster, group, topic, partitions=2) == {0: 40, 1: 30}
     assert f"{group}: 1 partitions moved back by the group sync; written again" in said, said
 
@@ -72,23 +72,25 @@ def test_a_group_whose_consumers_started_on_the_target_is_said_and_left_where_th
         assert_eventually(joined, timeout=60)
         said: list[str] = []
 
-        unsettled = settle_moved(
-            _flow(source_cluster, target_cluster), {group: {(topic, 0): 15}}, said.append
-        )
+        settled = settle_moved(_flow(source_cluster, target_cluster), {group: {(topic, 0): 15}}, said.append)
 
-        assert unsettled == []
-        assert any(
-            line.startswith(f"{group}: 1 partitions moved back and not written again (") for line in said
-        ), said
+        assert settled.unsettled == []
+        assert settled.joined[group] == (
+            f"its consumers started on B after the group sync moved it back (1 partitions, e.g. {topic}-0 "
+            "to 5 instead of 15): they re-read from there"
+        )
+        assert f"{group}: {settled.joined[group]}" in said, said
     finally:
         member.close()
     assert committed(target_cluster, group, topic) == {0: 5}
 
 
-def test_with_group_sync_off_nothing_is_checked_and_nothing_waits(
-    source_cluster: KafkaCluster, target_cluster: KafkaCluster
+@pytest.mark.parametrize("off", [{"sync_group_offsets": False}, {"emit_checkpoints": False}])
+def test_with_no_group_sync_running_nothing_is_checked_and_nothing_waits(
+    source_cluster: KafkaCluster, target_cluster: KafkaCluster, off: dict[str, bool]
 ) -> None:
     said: list[str] = []
-    flow = _flow(source_cluster, target_cluster, sync_group_offsets=False)
-    assert settle_moved(flow, {"any": {("A.t", 0): 1}}, said.append) == []
-    assert said == []
+    settled = settle_moved(
+        _flow(source_cluster, target_cluster, **off), {"any": {("A.t", 0): 1}}, said.append
+    )
+    assert (settled.joined, settled.unsettled, said) == ({}, [], [])

@@ -29,8 +29,8 @@ def test_records_before_the_oldest_offset_sync_are_said_not_to_be_compared() -> 
     )
     line = verify_outcome(report)
     assert (
-        line
-        == "15 records in 2 partitions equal their source; 42 before the oldest offset sync, not compared"
+        line == "15 records in 2 partitions equal their source; "
+        "42 source offsets before the oldest offset sync, not compared"
     )
 
 

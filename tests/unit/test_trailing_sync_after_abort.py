@@ -40,3 +40,14 @@ def test_a_pair_of_aborted_records_is_never_synced() -> None:
     part.discard()
     part.discard()
     assert part.take_trailing_sync() is None
+
+
+def test_a_partition_copied_again_from_scratch_syncs_nothing_of_its_old_copy() -> None:
+    part = _committed_quiet_partition()
+    pair = part.take_trailing_sync()
+    assert pair is not None
+    part.discard()  # the transaction that found the remote topic deleted
+    part.forget_syncs()  # read_positions: re-created, copied again from the source's start
+    assert part.take_trailing_sync() is None
+    part.upstream, part.downstream = [0], [0]
+    assert part.take_syncs() == [(0, 0)]  # the new copy's first record anchors translation again
