@@ -136,13 +136,14 @@ class SequencedProducer:
         self._thread: threading.Thread | None = None
 
     def start(self, cluster: KafkaCluster) -> None:
-        self._stop.clear()
+        # An event per start: a thread a crash gave up waiting for must never be woken by the next.
+        self._stop = threading.Event()
         producer = Producer(cluster.properties(**{"enable.idempotence": "true", "linger.ms": "10"}))
-        self._thread = threading.Thread(target=self._run, args=(producer,), daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(producer, self._stop), daemon=True)
         self._thread.start()
 
-    def _run(self, producer: Producer) -> None:
-        while not self._stop.wait(0.05):
+    def _run(self, producer: Producer, stop: threading.Event) -> None:
+        while not stop.wait(0.05):
             for _ in range(self._per_tick):
                 n = self._counter.next()
                 try:
@@ -219,9 +220,13 @@ class GroupReader:
 
     def start(self, cluster: KafkaCluster, subscription: str | None = None) -> None:
         """Consume on `cluster`, from `subscription` (a topic, or a ^regex) if given, else the topic."""
-        self._stop.clear()
+        # An event per start. A crashed reader's thread can outlive crash()'s wait (a synchronous
+        # commit to a killed coordinator blocks until the cluster is back); with one shared event,
+        # the next start cleared it and that thread read on from the restarted cluster (CI run of
+        # 2026-11-28: a read from A logged while the group was on B).
+        self._stop = threading.Event()
         self._subscription = subscription or self.topic
-        self._thread = threading.Thread(target=self._run, args=(cluster,), daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(cluster, self._stop), daemon=True)
         self._thread.start()
 
     def crash(self) -> None:
@@ -231,7 +236,7 @@ class GroupReader:
         self._thread.join(timeout=120)
         self._failed.clear()
 
-    def _run(self, cluster: KafkaCluster) -> None:
+    def _run(self, cluster: KafkaCluster, stop: threading.Event) -> None:
         consumer = Consumer(
             cluster.properties(
                 **{
@@ -246,8 +251,10 @@ class GroupReader:
         )
         consumer.subscribe([self._subscription])
         try:
-            while not self._stop.is_set():
+            while not stop.is_set():
                 batch = [m for m in consumer.consume(500, timeout=0.5) if m.error() is None]
+                if stop.is_set():
+                    break  # crashed meanwhile: a dead application reads nothing more
                 for m in batch:
                     self.log.append(Read(cluster.alias, m.topic(), m.partition(), m.offset(), int(m.value())))
                 if batch:
@@ -262,9 +269,11 @@ class GroupReader:
                         if error.code() not in _REBALANCED | _COORDINATOR_MOVING and not error.retriable():
                             raise
                         continue
-                    self.committed_reads = len(self.log)
+                    if not stop.is_set():  # a commit that returns after the crash tells nothing more
+                        self.committed_reads = len(self.log)
         except Exception as exc:  # noqa: BLE001 - reported by stop(), in the test's thread
-            self._failed.append(repr(exc))
+            if not stop.is_set():
+                self._failed.append(repr(exc))
         finally:
             consumer.close()  # leaves the group: it has no members once stopped
 
