@@ -123,6 +123,13 @@ class PartitionCopy:
         self.trailing = pair
         return pair
 
+    def unsynced_upstream(self) -> int:
+        """The source offset of the last copied record while no sync covers it, else -1: committed
+        with the position, so the trailing sync outlives this task (mirror.source.positions)."""
+        if self.unsynced is None or self.unsynced[1] != self.downstream_end():
+            return -1
+        return self.unsynced[0]
+
     def syncs_committed(self) -> None:
         """The open transaction, and the trailing pair it carried, committed."""
         self.trailing = None

@@ -20,19 +20,27 @@ log = logging.getLogger(__name__)
 
 
 def position_metadata(
-    landed: int, topic_id: str | None, epoch: int = -1, source_topic_id: str | None = None
+    landed: int,
+    topic_id: str | None,
+    epoch: int = -1,
+    source_topic_id: str | None = None,
+    unsynced: int = -1,
 ) -> str:
     """A position's metadata, written with it in each copy transaction: where the partition's last
     copied record landed on the target (`d=`), the ID of the remote topic it landed in (`t=`),
     which tells a remote topic deleted and re-created since from the same topic (KIP-516), and the
     source leader epoch of the last record before the position (`e=`) with the ID of the source
     topic it is of (`s=`): with them the consumer checks that the source log still holds what was
-    copied (KIP-320), which says nothing once the source topic is a new one."""
+    copied (KIP-320), which says nothing once the source topic is a new one. `u=` is the source
+    offset of that last record when no offset sync covers it yet: its trailing sync is still due,
+    and a task that opens after this one (killed, fenced, or unsure its commit landed) sends it."""
     fields = [f"d={landed}"]
     if topic_id:
         fields.append(f"t={topic_id}")
     if epoch >= 0 and source_topic_id:
         fields += [f"e={epoch}", f"s={source_topic_id}"]
+    if unsynced >= 0 and landed >= 0:
+        fields.append(f"u={unsynced}")
     return ";".join(fields)
 
 
@@ -45,6 +53,14 @@ def landed_offset(metadata: str) -> int:
     -1 if it does not say (written by MM2, `mirror offsets`, or a build before `d=`)."""
     landed = _fields(metadata).get("d", "")
     return int(landed) if landed.isdigit() else -1
+
+
+def unsynced_pair(metadata: str) -> tuple[int, int] | None:
+    """The (upstream, downstream) pair of the partition's last copied record if no offset sync
+    covered it when its position was committed; None if one did, or the metadata does not say."""
+    fields = _fields(metadata)
+    upstream, landed = fields.get("u", ""), fields.get("d", "")
+    return (int(upstream), int(landed)) if upstream.isdigit() and landed.isdigit() else None
 
 
 def recorded_epoch(metadata: str, source_topic_id: str | None) -> int:

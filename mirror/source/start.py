@@ -40,6 +40,7 @@ from mirror.source.positions import (
     recorded_epoch,
     recorded_source_topic_id,
     recorded_topic_id,
+    unsynced_pair,
 )
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,10 @@ def read_positions(
             # Carried forward, so a commit that moves the position without copying (past records the
             # source lost) still says where the partition's last record landed (`mirror verify`).
             part.last_downstream = max(part.last_downstream, landed_offset(found[1]))
+            # The target's word on the trailing sync, not this task's memory: a commit that failed
+            # here may have landed (its records' last pair is then due, and the copy will not send
+            # it again), and a task that opens knows nothing of the last one's.
+            part.unsynced = unsynced_pair(found[1])
     if not missing:
         return
     earliest = earliest_offsets(source_admin, [(p.topic, p.partition) for p in missing])

@@ -188,14 +188,20 @@ def _write_positions(
     where = f"flow {settings.name}"
     # The metadata keeps where the partition's last record landed and the remote topic's ID: a task
     # that opens later can tell a remote topic re-created since even if Kafka kept the group's offsets;
-    # and the source leader epoch, with which it checks the source log still holds what was copied.
+    # and the source leader epoch, with which it checks the source log still holds what was copied;
+    # and the last record's source offset while its trailing sync is due, which a task that opens
+    # after this one sends if this one cannot (killed, fenced, or unsure whether its commit landed).
     positions = [
         TopicPartition(
             part.remote_topic,
             part.partition,
             part.position,
             metadata=position_metadata(
-                part.downstream_end(), part.remote_topic_id, part.epoch, part.source_topic_id
+                part.downstream_end(),
+                part.remote_topic_id,
+                part.epoch,
+                part.source_topic_id,
+                unsynced=part.unsynced_upstream(),
             ),
         )
         for part in moved

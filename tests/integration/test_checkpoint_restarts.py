@@ -1,4 +1,5 @@
-"""Checkpoints across crashes: SIGKILL `mirror run` while a group moves; nothing goes backwards or stalls."""
+"""Checkpoints across crashes: SIGKILL `mirror run` while a group moves; nothing goes backwards or
+stalls, and a run killed before a quiet partition's last offset sync leaves that sync to the next."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from confluent_kafka.admin import AdminClient
 
 from mirror.flow.tail import PartitionTail
 from mirror.kafka.wire import Checkpoint
+from tests.checkpoint_flow import offset_syncs_of
 from tests.helpers import assert_eventually, create_topic, run_seed, unique_name
 from tests.kafka_backends import KafkaCluster
-from tests.mirror_process import MirrorRun, write_config
+from tests.mirror_process import MirrorRun, committed_positions, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -165,3 +167,71 @@ def _assert_checkpoints(target: KafkaCluster, group: str, topic: str, wanted: in
 
 def _assert_equal(actual: object, expected: object) -> None:
     assert actual == expected
+
+
+def test_a_run_killed_between_a_copy_and_its_trailing_sync_leaves_that_sync_to_the_next_run(
+    source_cluster: KafkaCluster, target_cluster: KafkaCluster, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A group that read all of a quiet partition translates to the remote partition's end only
+    through the sync of its last record, which goes out a transaction after the records. A run
+    killed in between (or a task fenced, or one unsure whether its commit landed) must not lose
+    it: nothing more is copied, so nothing else would ever say where that record landed."""
+    topic = unique_name(request, "trailing-kill-")
+    create_topic(source_cluster.bootstrap_servers, topic)
+    producer = Producer(source_cluster.properties())
+    for i in range(50):
+        producer.produce(topic, value=b"v%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    # Transactions held open 5 s: the records' commit and the trailing sync's are 5 s apart.
+    config = write_config(tmp_path, source_cluster, target_cluster, [topic], commit_interval_ms=5000)
+    remote, syncs_topic = f"A.{topic}", "mm2-offset-syncs.A.internal"
+    first = MirrorRun(config, tmp_path / "first.log")
+    second: MirrorRun | None = None
+    try:
+
+        def records_committed() -> None:
+            assert first.process.poll() is None, first.output()[-3000:]
+            assert committed_positions(target_cluster, {(topic, 0): (remote, 0)}) == {(topic, 0): 50}
+
+        assert_eventually(records_committed, timeout=180, interval=0.1)
+        first.kill()
+        before = [sync.upstream_offset for sync in offset_syncs_of(target_cluster, syncs_topic, topic)]
+        assert 49 not in before, (
+            f"the kill came after the trailing sync (syncs of {before}): it proves nothing"
+        )
+
+        last_landed = _last_record_offset(target_cluster, remote, records=50)
+        second = MirrorRun(config, tmp_path / "second.log")
+        run = second
+
+        def trailing_synced() -> None:
+            assert run.process.poll() is None, run.output()[-3000:]
+            pairs = [
+                (s.upstream_offset, s.downstream_offset)
+                for s in offset_syncs_of(target_cluster, syncs_topic, topic)
+            ]
+            assert (49, last_landed) in pairs, f"no sync of the last record (49 at {last_landed}): {pairs}"
+
+        assert_eventually(trailing_synced, timeout=180, interval=0.5)
+        assert second.stop() == 0, second.output()[-3000:]
+    finally:
+        first.cleanup()
+        if second is not None:
+            second.cleanup()
+
+
+def _last_record_offset(cluster: KafkaCluster, topic: str, *, records: int) -> int:
+    """Where the last of the `records` committed records of `topic`'s partition 0 sits."""
+    consumer = Consumer(
+        cluster.properties(**{"group.id": "last-record", "isolation.level": "read_committed"})
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    try:
+        offsets: list[int] = []
+        while len(offsets) < records:
+            messages = consumer.consume(records, timeout=30)
+            assert messages, f"{topic} holds {len(offsets)} committed records, not {records}"
+            offsets += [m.offset() for m in messages if m.error() is None]
+        return offsets[records - 1]
+    finally:
+        consumer.close()

@@ -23,7 +23,13 @@ from mirror.kafka.offsets import truncation_point
 from mirror.kafka.transactions import RetriableError
 from mirror.source.losses import go_on_after_truncation, skip_lost_records
 from mirror.source.partition_copy import PartitionCopy
-from mirror.source.positions import landed_offset, position_metadata, recorded_epoch, recorded_topic_id
+from mirror.source.positions import (
+    landed_offset,
+    position_metadata,
+    recorded_epoch,
+    recorded_topic_id,
+    unsynced_pair,
+)
 from mirror.source.start import read_positions
 from mirror.source.stats import TaskStats
 from tests.unit.flows import flow_a_to_b
@@ -167,6 +173,44 @@ def test_the_committed_epoch_checks_the_source_log_only_while_the_source_topic_i
     assert (recreated.position, recreated.epoch, recreated.source_topic_id) == (500, -1, NEW_TOPIC_ID)
     # The position is still of the old topic: a shorter log is a new topic's, not a truncation.
     assert recreated.position_topic_id == SOURCE_TOPIC_ID != recreated.source_topic_id
+
+
+def test_a_position_committed_while_its_last_records_sync_was_due_says_so() -> None:
+    assert unsynced_pair(position_metadata(41, TOPIC_ID, 7, SOURCE_TOPIC_ID, unsynced=40)) == (40, 41)
+    # A sync covered the last record, or the position was written by MM2, `mirror offsets` or an
+    # older build: nothing is due.
+    assert unsynced_pair(position_metadata(41, TOPIC_ID, 7, SOURCE_TOPIC_ID)) is None
+    assert unsynced_pair("d=41") is None
+    assert unsynced_pair("") is None
+
+
+def test_the_task_that_opens_next_sends_the_trailing_sync_the_last_one_committed_without() -> None:
+    # The last task committed records 0-40 and was killed (or fenced by a new generation) before
+    # the quiet partition's trailing sync went out: nothing will be copied, so only this says it.
+    opened = part()
+    committed = FakePositions({0: (41, position_metadata(41, TOPIC_ID, unsynced=40))})
+    start([opened], committed, FakeAdmin({"A.orders": TOPIC_ID}))
+    assert opened.take_trailing_sync() == (40, 41)
+    synced = part()
+    start(
+        [synced], FakePositions({0: (41, position_metadata(41, TOPIC_ID))}), FakeAdmin({"A.orders": TOPIC_ID})
+    )
+    assert synced.take_trailing_sync() is None
+
+
+def test_a_commit_that_landed_though_the_task_saw_it_fail_still_gets_its_trailing_sync() -> None:
+    # Records 0-4 copied; MM2's triggers sync the first, the last is due once the partition is quiet.
+    copying = part()
+    copying.upstream, copying.downstream = list(range(5)), list(range(5))
+    assert copying.take_syncs() == [(0, 0)]
+    # What the commit writes with the position (mirror.source.transaction).
+    metadata = position_metadata(copying.downstream_end(), TOPIC_ID, unsynced=copying.unsynced_upstream())
+    # The commit timed out here but landed: the task drops what it read and rewinds to the target's word.
+    copying.discard()
+    assert copying.take_trailing_sync() is None
+    start([copying], FakePositions({0: (5, metadata)}), FakeAdmin({"A.orders": TOPIC_ID}))
+    assert copying.position == 5
+    assert copying.take_trailing_sync() == (4, 4)
 
 
 # What librdkafka 2.16 said when an unclean leader election left the source log at 50 under a
