@@ -172,10 +172,13 @@ class LagReader:
     def _ask_source(self, ask: Callable[[], T], probe_topic: str | None = None) -> T:
         """`ask()` of the source, noting whether it answered; the target's part of a read (the
         positions) is not the source's, and a target away must not look like a silent source.
-        If it fails, a metadata request for `probe_topic` tells a cluster away from some
-        partitions' leaders away."""
+        A metadata request for `probe_topic` tells a cluster away from some partitions' leaders
+        away: asked before too, as a read of a dead leader's partitions can wait longer than the
+        silence that is reported (SOURCE_LATE_SECONDS), and while it waits the cluster has answered."""
         if self.source_unanswered_since is None:
             self.source_unanswered_since = time.monotonic()
+        if probe_topic is not None:
+            self.source_answers_in_part = self._metadata_answers(probe_topic)
         try:
             answer = ask()
         except MirrorError as exc:

@@ -13,15 +13,23 @@ from prometheus_client import CollectorRegistry
 from mirror.errors import KafkaClientError
 from mirror.metrics import SourceMetrics
 from mirror.runner import progress
+from mirror.runner.cluster_answers import SOURCE_LATE_SECONDS, Silence
 from mirror.runner.progress import LagReader
 from tests.unit.flows import flow_a_to_b
 
 Partition = tuple[str, int]
 
 
+class _Metadata:
+    """The source's metadata answers: its cluster is there, whatever its partitions' leaders do."""
+
+    def list_topics(self, **_: object) -> None:
+        return None
+
+
 @pytest.fixture
 def reader(monkeypatch: pytest.MonkeyPatch) -> LagReader:
-    monkeypatch.setattr(progress, "admin_client", lambda _conf: object())
+    monkeypatch.setattr(progress, "admin_client", lambda _conf: _Metadata())
     monkeypatch.setattr(progress, "consumer", lambda _conf: object())
     return LagReader(flow_a_to_b(["orders"]))
 
@@ -68,3 +76,29 @@ def test_a_lag_not_read_for_thirty_seconds_is_unknown_and_its_series_are_dropped
 
     metrics.record_lag("A->B", reader.latest)
     assert not [s for m in metrics.lag.collect() for s in m.samples], "a stale 0 would read as caught up"
+
+
+def test_a_read_still_waiting_on_a_dead_leader_tells_a_cluster_that_answers_in_part(
+    reader: LagReader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One broker of three killed: the metadata answers at once, the ends of the partitions it led
+    # wait for librdkafka's timeout, longer than the silence the console reports.
+    answering(monkeypatch, {}, {})
+    lines: list[str] = []
+    silence = Silence("A->B", "source", "A", SOURCE_LATE_SECONDS, lines.append)
+
+    def waiting(_admin: object, _parts: Iterable[Partition]) -> dict[Partition, int]:
+        assert reader.source_unanswered_since is not None
+        later = reader.source_unanswered_since + SOURCE_LATE_SECONDS + 1
+        silence.check(
+            reader.source_unanswered_since,
+            reader.source_problem,
+            later,
+            in_part=reader.source_answers_in_part,
+        )
+        raise KafkaClientError("listing partition offsets: orders-0's leader gave no offset")
+
+    monkeypatch.setattr(progress, "last_stable_offsets", waiting)
+    reader.refresh(lambda: [("orders", 0)], copied={("orders", 0)})
+    assert len(lines) == 1, lines
+    assert "answers, but not for every partition" in lines[0], lines[0]
