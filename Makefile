@@ -58,7 +58,7 @@ test-unit: $(BIN)/mirror schemas
 reliability: setup toxiproxy
 	MIRROR_RELIABILITY_REPORT=docs/reliability.md $(BIN)/python -m pytest -m "reliability and not soak"
 
-## soak: the long drills on replicated clusters (a rolling restart of the source, the KRaft controllers killed, a broker of each side down ten minutes; ~35 min)
+## soak: the long drills on replicated clusters (rolling restarts, leaders moved, the KRaft controllers killed, a broker of each side down ten minutes, network partitions; ~50 min)
 soak: setup toxiproxy
 	$(BIN)/python -m pytest -m soak -s
 

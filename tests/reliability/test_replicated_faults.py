@@ -358,9 +358,10 @@ class Step:
     )
 
 
-# A hang guard, not a time limit: outages of up to a minute in turn, each followed by a restart that may
-# wait up to 300 s and a catch-up; on a slower machine of this kind the drill ran past the
-# default 600 s while still copying (CI of 2026-11-28).
+# A soak drill (`make soak`): about 12 minutes on CI's machine, which the 45-minute CI run cannot
+# hold beside the brokers-lost drill above, the one the broker-loss issue keeps in CI. A hang
+# guard, not a time limit: each restart may wait up to 300 s, then a catch-up.
+@pytest.mark.soak
 @pytest.mark.timeout(1500)
 def test_the_target_restarted_in_turn_leaders_moved_and_a_minute_cut_off_lose_and_duplicate_nothing(
     replicated: list[KafkaCluster], toxiproxy: Toxiproxy, tmp_path: Path, reliability: Record
