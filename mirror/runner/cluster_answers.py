@@ -39,6 +39,7 @@ class Silence:
         self._late = late_seconds
         self._out = out
         self._since: float | None = None  # the start of the silence reported, until it ends
+        self._in_part = False  # whether the line said the cluster answers in part
 
     def check(
         self, unanswered_since: float | None, problem: str | None, now: float, *, in_part: bool = False
@@ -49,20 +50,28 @@ class Silence:
         `in_part`: the cluster itself answers, but not every partition's leader does."""
         if self._since is None:
             if unanswered_since is not None and now - unanswered_since > self._late:
-                self._since = unanswered_since
-                because = f" ({problem})" if problem else ""
-                seconds = f"{now - unanswered_since:.0f}s{because}"
-                self._out(
-                    f"flow {self._flow}: warning: {self._cluster} answers, but not for every partition, "
-                    f"for {seconds}: a broker is away and its partitions' leaders have not moved; their "
-                    "copy waits for new leaders, and goes on by itself from the committed positions"
-                    if in_part
-                    else f"flow {self._flow}: warning: {self._cluster} has not answered for {seconds}; the "
-                    "copy waits for it, and goes on by itself from the committed positions once it answers"
-                )
+                self._since, self._in_part = unanswered_since, in_part
+                self._warn(now - unanswered_since, problem, in_part=in_part)
         elif unanswered_since is None or unanswered_since > self._since:
             self._out(f"flow {self._flow}: {self._cluster} answers again, after {now - self._since:.0f}s")
             self._since = None
+        elif self._in_part and not in_part:
+            # Said to answer in part, and now not at all (the rest of the cluster went too): said
+            # once more, or the line in the log would still blame one broker.
+            self._in_part = False
+            self._warn(now - self._since, problem, in_part=False)
+
+    def _warn(self, seconds: float, problem: str | None, *, in_part: bool) -> None:
+        because = f" ({problem})" if problem else ""
+        lasted = f"{seconds:.0f}s{because}"
+        self._out(
+            f"flow {self._flow}: warning: {self._cluster} answers, but not for every partition, "
+            f"for {lasted}: a broker is away and its partitions' leaders have not moved; their "
+            "copy waits for new leaders, and goes on by itself from the committed positions"
+            if in_part
+            else f"flow {self._flow}: warning: {self._cluster} has not answered for {lasted}; the "
+            "copy waits for it, and goes on by itself from the committed positions once it answers"
+        )
 
 
 def flow_silences(settings: FlowSettings, out: Callable[[str], None]) -> tuple[Silence, Silence]:

@@ -88,7 +88,10 @@ def read_positions(
             # The target's word on the trailing sync, not this task's memory: a commit that failed
             # here may have landed (its records' last pair is then due, and the copy will not send
             # it again), and a task that opens knows nothing of the last one's.
-            part.unsynced = unsynced_pair(found[1])
+            # Not across a source topic deleted and made again (its ID, when recorded, says): the
+            # pair is of the old topic's records.
+            same_source = part.position_topic_id in (None, part.source_topic_id)
+            part.unsynced = unsynced_pair(found[1]) if same_source else None
     if not missing:
         return
     earliest = earliest_offsets(source_admin, [(p.topic, p.partition) for p in missing])

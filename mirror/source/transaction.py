@@ -111,7 +111,9 @@ def commit_moved(
             _produce_sync(
                 writers.producers[writer_of.get((sync.topic, sync.partition), 0)], syncs_topic, sync
             )
-    moved = [part for part in parts if part.moved_since_commit()]
+    # A partition that copied records is written even if it ends where it was committed (copied
+    # again after the source lost records): its metadata describes the new last record.
+    moved = [part for part in parts if part.upstream or part.moved_since_commit()]
     outcome = _write_all_positions(settings, moved, writers, in_transaction=in_transaction)
     done = {index for index, error in outcome.items() if error is None}
     records = _account(
@@ -191,6 +193,9 @@ def _write_positions(
     # and the source leader epoch, with which it checks the source log still holds what was copied;
     # and the last record's source offset while its trailing sync is due, which a task that opens
     # after this one sends if this one cannot (killed, fenced, or unsure whether its commit landed).
+    # It stays after the sync went out (rewriting a quiet partition's position for it would cost
+    # every steady transaction an offset per partition gone quiet): a task that opens sends it
+    # again, one sync per quiet partition per epoch (epoch_seconds) or rewind, which is harmless.
     positions = [
         TopicPartition(
             part.remote_topic,

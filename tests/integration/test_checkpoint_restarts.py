@@ -195,6 +195,9 @@ def test_a_run_killed_between_a_copy_and_its_trailing_sync_leaves_that_sync_to_t
 
         assert_eventually(records_committed, timeout=180, interval=0.1)
         first.kill()
+        assert "u=49" in _position_metadata(target_cluster, remote), (
+            "the position does not say the sync is due"
+        )
         before = [sync.upstream_offset for sync in offset_syncs_of(target_cluster, syncs_topic, topic)]
         assert 49 not in before, (
             f"the kill came after the trailing sync (syncs of {before}): it proves nothing"
@@ -235,3 +238,15 @@ def _last_record_offset(cluster: KafkaCluster, topic: str, *, records: int) -> i
         return offsets[records - 1]
     finally:
         consumer.close()
+
+
+def _position_metadata(cluster: KafkaCluster, remote_topic: str) -> str:
+    """The metadata the flow committed with its position for `remote_topic`'s partition 0."""
+    reader = Consumer(
+        cluster.properties(**{"group.id": "__mirror-positions.A-B", "isolation.level": "read_committed"})
+    )
+    try:
+        (position,) = reader.committed([TopicPartition(remote_topic, 0)], timeout=30)
+        return position.metadata or ""
+    finally:
+        reader.close()

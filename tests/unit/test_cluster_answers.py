@@ -51,3 +51,18 @@ def test_a_cluster_that_answers_but_not_for_every_partition_is_not_called_silent
     ]
     silence.check(unanswered_since=None, problem=None, now=140.0)
     assert said[1:] == ["flow A->B: the source cluster A answers again, after 40s"]
+
+
+def test_a_cluster_said_to_answer_in_part_that_then_stops_answering_at_all_is_said_silent_once() -> None:
+    # One broker lost, then the others: the first line blames one broker, so the second must not wait.
+    said: list[str] = []
+    silence = Silence("A->B", "source", "A", 30.0, said.append)
+    silence.check(unanswered_since=100.0, problem="t-3's leader gave no offset", now=131.0, in_part=True)
+    for now in (136.0, 141.0):
+        silence.check(unanswered_since=100.0, problem="Local: Timed out", now=now, in_part=False)
+    silence.check(unanswered_since=100.0, problem="t-3's leader gave no offset", now=146.0, in_part=True)
+    assert len(said) == 2, said
+    assert said[0].startswith("flow A->B: warning: the source cluster A answers, but not for every partition")
+    assert said[1].startswith(
+        "flow A->B: warning: the source cluster A has not answered for 36s (Local: Timed out)"
+    )

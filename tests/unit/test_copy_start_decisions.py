@@ -402,3 +402,12 @@ def test_a_log_ending_below_the_position_is_a_truncation_while_the_topic_id_is_t
     else:
         assert (position, stats.copied_then_lost) == (0, {})  # on_source_truncation: continue
         assert "the topic was deleted and re-created" in reports[0][1]
+
+
+def test_no_trailing_sync_of_a_source_topic_since_deleted_and_made_again() -> None:
+    committed = FakePositions({0: (41, position_metadata(41, TOPIC_ID, 7, SOURCE_TOPIC_ID, unsynced=40))})
+    same, recreated = part(), part()
+    start([same], committed, FakeAdmin({"A.orders": TOPIC_ID}), source_ids={"orders": SOURCE_TOPIC_ID})
+    start([recreated], committed, FakeAdmin({"A.orders": TOPIC_ID}), source_ids={"orders": NEW_TOPIC_ID})
+    assert same.take_trailing_sync() == (40, 41)
+    assert recreated.take_trailing_sync() is None  # offset 40 of the old topic says nothing of the new one
