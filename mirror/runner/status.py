@@ -16,7 +16,14 @@ from typing import Any
 
 from mirror.client.mirror_client import HeartbeatWatch, MirrorClient
 from mirror.config.flow_settings import FlowSettings
-from mirror.errors import MirrorError, WireFormatError
+from mirror.errors import (
+    ClusterAuthenticationError,
+    ClusterTlsError,
+    KafkaClientError,
+    MirrorError,
+    NotAuthorizedError,
+    WireFormatError,
+)
 from mirror.flow.mark import FlowMark
 from mirror.flow.tail import PartitionTail, newest_timestamp
 from mirror.kafka.admin import list_topics
@@ -102,14 +109,21 @@ def wait_for_flow(settings: FlowSettings, *, lag: int | None, stopped: bool, tim
     deadline = time.monotonic() + timeout
     while True:
         missing = []
-        if lag is not None:
-            left = sum(row.to_copy for row in list_positions(settings, not_yet_on_target=True))
-            if left > lag:
-                missing.append(f"{left} records left to copy (waiting for at most {lag})")
-        if stopped:
-            owner = last_owner(settings, wait_seconds=MARK_WAIT_SECONDS)
-            if owner is None or not owner.stopping:
-                missing.append("its last owner has not stopped cleanly")
+        try:
+            if lag is not None:
+                left = sum(row.to_copy for row in list_positions(settings, not_yet_on_target=True))
+                if left > lag:
+                    missing.append(f"{left} records left to copy (waiting for at most {lag})")
+            if stopped:
+                owner = last_owner(settings, wait_seconds=MARK_WAIT_SECONDS)
+                if owner is None or not owner.stopping:
+                    missing.append("its last owner has not stopped cleanly")
+        except (NotAuthorizedError, ClusterAuthenticationError, ClusterTlsError):
+            raise  # only the user can fix these: waiting would not
+        except KafkaClientError as exc:
+            # A cluster just back from an outage (a coordinator still loading, a leader moving)
+            # answers within the wait: asked again, and named if the wait runs out.
+            missing.append(f"a read failed ({exc})")
         if not missing:
             return
         if time.monotonic() > deadline:

@@ -4,11 +4,16 @@ the heartbeats that come through the flow."""
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 from typing import Any
+
+import pytest
 
 from mirror.config.flow_settings import FlowSettings, flow_settings
 from mirror.config.models import MirrorConfig
+from mirror.errors import KafkaClientError, MirrorError, NotAuthorizedError
 from mirror.flow.mark import FlowMark
+from mirror.runner import status
 from mirror.runner.status import _state
 
 
@@ -73,3 +78,46 @@ def test_a_flow_that_does_not_copy_heartbeats_is_judged_by_its_lease_alone() -> 
     assert not quiet.heartbeats_through
     assert _state(quiet, _owner(600, 1), None, has_positions=True)[0] == "running"
     assert _state(quiet, _owner(600, 300), None, has_positions=True)[0] == "down"
+
+
+def test_waiting_for_the_lag_rides_out_a_read_that_times_out_and_names_it_if_the_wait_runs_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The target just back from an outage: its coordinator answers the second ask, not the first.
+    answers: list[Exception | list[Any]] = [
+        KafkaClientError("reading committed positions: Failed to get committed offsets: Local: Timed out"),
+        [SimpleNamespace(to_copy=10)],
+    ]
+    monkeypatch.setattr(status, "list_positions", lambda *_a, **_k: _next(answers))
+    monkeypatch.setattr(status, "WAIT_POLL_SECONDS", 0.0)
+    status.wait_for_flow(ONE_WAY, lag=1000, stopped=False, timeout=60)
+    assert answers == []
+
+    def always_timing_out(*_a: object, **_k: object) -> list[Any]:
+        raise KafkaClientError(
+            "reading committed positions: Failed to get committed offsets: Local: Timed out"
+        )
+
+    monkeypatch.setattr(status, "list_positions", always_timing_out)
+    with pytest.raises(
+        MirrorError, match=r"after 0s, a read failed \(reading committed positions: .*Timed out\)"
+    ):
+        status.wait_for_flow(ONE_WAY, lag=1000, stopped=False, timeout=0)
+
+
+def test_waiting_for_the_lag_stops_at_once_on_a_refused_permission(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused(*_a: object, **_k: object) -> list[Any]:
+        raise NotAuthorizedError(
+            "reading committed positions: not authorized to describe group __mirror-positions.A-B"
+        )
+
+    monkeypatch.setattr(status, "list_positions", refused)
+    with pytest.raises(NotAuthorizedError):
+        status.wait_for_flow(ONE_WAY, lag=1000, stopped=False, timeout=60)
+
+
+def _next(answers: list[Exception | list[Any]]) -> list[Any]:
+    answer = answers.pop(0)
+    if isinstance(answer, Exception):
+        raise answer
+    return answer
