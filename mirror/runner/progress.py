@@ -149,7 +149,9 @@ class LagReader:
         """Read the lag now (on the scheduler: it blocks while a cluster is away). `selected` lists
         the source partitions the flow selects; `copied` are those it copies now."""
         try:
-            self._latest = self.read(self._ask_source(selected), copied)
+            # The listing alone is no answer: the ends are what wait on a lost broker's partitions,
+            # and a silence ended by each listing would be said over again every read.
+            self._latest = self.read(self._ask_source(selected, completes=False), copied)
             self._read_at = time.monotonic()
         except MirrorError as exc:
             log.debug("flow %s: lag not read: %s", self._settings.name, exc)
@@ -169,7 +171,9 @@ class LagReader:
             (t, p): max(0, end - positions.get((s.remote_topic(t), p), 0)) for (t, p), end in ends.items()
         }
 
-    def _ask_source(self, ask: Callable[[], T], probe_topic: str | None = None) -> T:
+    def _ask_source(
+        self, ask: Callable[[], T], probe_topic: str | None = None, *, completes: bool = True
+    ) -> T:
         """`ask()` of the source, noting whether it answered; the target's part of a read (the
         positions) is not the source's, and a target away must not look like a silent source.
         A metadata request for `probe_topic` tells a cluster away from some partitions' leaders
@@ -185,8 +189,9 @@ class LagReader:
             self.source_problem = str(exc)
             self.source_answers_in_part = probe_topic is not None and self._metadata_answers(probe_topic)
             raise
-        self.source_unanswered_since, self.source_problem = None, None
-        self.source_answers_in_part = False
+        if completes:  # the read's last ask of the source: it answered
+            self.source_unanswered_since, self.source_problem = None, None
+            self.source_answers_in_part = False
         return answer
 
     def _metadata_answers(self, topic: str) -> bool:

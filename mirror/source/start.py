@@ -90,7 +90,8 @@ def read_positions(
             # it again), and a task that opens knows nothing of the last one's.
             # Not across a source topic deleted and made again (its ID, when recorded, says): the
             # pair is of the old topic's records.
-            same_source = part.position_topic_id in (None, part.source_topic_id)
+            known = part.position_topic_id is not None and part.source_topic_id is not None
+            same_source = not known or part.position_topic_id == part.source_topic_id
             part.unsynced = unsynced_pair(found[1]) if same_source else None
     if not missing:
         return

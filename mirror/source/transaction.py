@@ -193,9 +193,10 @@ def _write_positions(
     # and the source leader epoch, with which it checks the source log still holds what was copied;
     # and the last record's source offset while its trailing sync is due, which a task that opens
     # after this one sends if this one cannot (killed, fenced, or unsure whether its commit landed).
-    # It stays after the sync went out (rewriting a quiet partition's position for it would cost
-    # every steady transaction an offset per partition gone quiet): a task that opens sends it
-    # again, one sync per quiet partition per epoch (epoch_seconds) or rewind, which is harmless.
+    # It stays after the sync went out, until the position is next written (rewriting a quiet
+    # partition's position for it would cost every steady transaction an offset per partition gone
+    # quiet): a task that opens sends it again, one sync per quiet partition per epoch
+    # (epoch_seconds) or rewind, which is harmless.
     positions = [
         TopicPartition(
             part.remote_topic,

@@ -36,6 +36,25 @@ def test_run_reports_an_unreachable_cluster_in_one_line_within_its_timeout(tmp_p
     assert "Traceback" not in result.stderr
 
 
+def test_status_waiting_for_the_lag_says_an_unreachable_cluster_at_once_not_after_its_wait(
+    tmp_path: Path,
+) -> None:
+    # The wait rides out failed reads for up to --timeout; a wrong address is no such read.
+    config = tmp_path / "mm2.yaml"
+    config.write_text(
+        "clusters:\n"
+        "  A: {bootstrap_servers: '127.0.0.1:1', connect_timeout_seconds: 2}\n"
+        "  B: {bootstrap_servers: '127.0.0.1:1', connect_timeout_seconds: 2}\n"
+        "flows:\n  A->B: {}\n",
+        encoding="utf-8",
+    )
+    result = run_mirror("status", str(config), "--until-lag", "0", "--timeout", "600", timeout=60)
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith("mirror: ")]
+    assert len(errors) == 1, result.stderr
+    assert "cluster B: no Kafka broker answered at 127.0.0.1:1 within 2s" in errors[0]
+
+
 @pytest.mark.parametrize("fixture", ["01-bad-yaml.yaml", "02-unknown-key.yaml", "19-several-problems.yaml"])
 def test_run_rejects_a_bad_config_without_a_traceback(fixture: str) -> None:
     result = run_mirror("run", str(FIXTURES / "bad_configs" / fixture))

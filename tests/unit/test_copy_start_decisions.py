@@ -411,3 +411,7 @@ def test_no_trailing_sync_of_a_source_topic_since_deleted_and_made_again() -> No
     start([recreated], committed, FakeAdmin({"A.orders": TOPIC_ID}), source_ids={"orders": NEW_TOPIC_ID})
     assert same.take_trailing_sync() == (40, 41)
     assert recreated.take_trailing_sync() is None  # offset 40 of the old topic says nothing of the new one
+    # The source's topic ID unknown as the task opens (the source away): the pair is kept.
+    unknown = part()
+    start([unknown], committed, FakeAdmin({"A.orders": TOPIC_ID}), source_ids={})
+    assert unknown.take_trailing_sync() == (40, 41)

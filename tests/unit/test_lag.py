@@ -102,3 +102,22 @@ def test_a_read_still_waiting_on_a_dead_leader_tells_a_cluster_that_answers_in_p
     reader.refresh(lambda: [("orders", 0)], copied={("orders", 0)})
     assert len(lines) == 1, lines
     assert "answers, but not for every partition" in lines[0], lines[0]
+
+
+def test_a_silence_of_some_partitions_lasts_across_reads_whose_topic_listing_answers(
+    reader: LagReader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A broker lost for minutes: every read lists the topics, then waits on its partitions' ends.
+    def failing(_admin: object, _parts: Iterable[Partition]) -> dict[Partition, int]:
+        raise KafkaClientError("listing partition offsets: orders-0's leader gave no offset")
+
+    answering(monkeypatch, {}, {})
+    monkeypatch.setattr(progress, "last_stable_offsets", failing)
+    reader.refresh(lambda: [("orders", 0)], copied={("orders", 0)})
+    since = reader.source_unanswered_since
+    assert since is not None and reader.source_answers_in_part
+    reader.refresh(lambda: [("orders", 0)], copied={("orders", 0)})
+    assert reader.source_unanswered_since == since, "the listing ended the silence, to be said again"
+    answering(monkeypatch, {("orders", 0): 10}, {("A.orders", 0): 10})
+    reader.refresh(lambda: [("orders", 0)], copied={("orders", 0)})
+    assert reader.source_unanswered_since is None and not reader.source_answers_in_part
