@@ -39,7 +39,7 @@ def _status(args: argparse.Namespace) -> int:
     from mirror.client import MirrorClient
     from mirror.config import load_config
     from mirror.config.flow_settings import flow_settings
-    from mirror.kafka.clients import wait_until_reachable
+    from mirror.runner.preflight import reach_cluster
     from mirror.runner.status import flow_status, render, wait_for_flow
 
     config = load_config(args.config)
@@ -55,12 +55,7 @@ def _status(args: argparse.Namespace) -> int:
             # The wait rides out reads that fail (a cluster back from an outage): a cluster that
             # cannot be reached at all (a wrong address, refused credentials) is said at once instead.
             for alias in (target, source) if args.until_lag is not None else (target,):
-                cluster = config.clusters[alias]
-                wait_until_reachable(
-                    cluster.client_properties("admin"),
-                    timeout_seconds=cluster.connect_timeout_seconds,
-                    what=f"cluster {alias}",
-                )
+                reach_cluster(config, alias)
             wait_for_flow(settings, lag=args.until_lag, stopped=args.until_stopped, timeout=args.timeout)
         status = flow_status(settings, MirrorClient.from_config(config, target))
         print(json.dumps(status.to_json()) if args.json else render(status))

@@ -32,19 +32,23 @@ def check_state_dir(config: MirrorConfig, state_dir: Path, instance_id: str) -> 
 
 def reach_clusters(config: MirrorConfig, settings: Sequence[FlowSettings]) -> None:
     """Every cluster the flows name: its client properties checked, then reached once."""
-    aliases = dict.fromkeys(alias for s in settings for alias in (s.source, s.target))
-    for alias in aliases:
-        cluster = config.clusters[alias]
-        check_properties(
-            {
-                "admin": cluster.client_properties("admin"),
-                "producer": cluster.client_properties("producer"),
-                "consumer": cluster.client_properties("consumer"),
-            },
-            what=f"cluster {alias}",
-        )
-        wait_until_reachable(
-            cluster.client_properties("admin"),
-            timeout_seconds=cluster.connect_timeout_seconds,
-            what=f"cluster {alias}",
-        )
+    for alias in dict.fromkeys(alias for s in settings for alias in (s.source, s.target)):
+        reach_cluster(config, alias)
+
+
+def reach_cluster(config: MirrorConfig, alias: str) -> None:
+    """One cluster's client properties checked, then the cluster reached once (one line if not)."""
+    cluster = config.clusters[alias]
+    check_properties(
+        {
+            "admin": cluster.client_properties("admin"),
+            "producer": cluster.client_properties("producer"),
+            "consumer": cluster.client_properties("consumer"),
+        },
+        what=f"cluster {alias}",
+    )
+    wait_until_reachable(
+        cluster.client_properties("admin"),
+        timeout_seconds=cluster.connect_timeout_seconds,
+        what=f"cluster {alias}",
+    )

@@ -19,7 +19,8 @@ def test_help_lists_the_commands() -> None:
         assert command in result.stdout
 
 
-def test_run_reports_an_unreachable_cluster_in_one_line_within_its_timeout(tmp_path: Path) -> None:
+def _unreachable_clusters(tmp_path: Path) -> Path:
+    """An mm2.yaml whose clusters are a closed loopback port, given 2 s to answer."""
     config = tmp_path / "mm2.yaml"
     config.write_text(
         "clusters:\n"
@@ -28,6 +29,11 @@ def test_run_reports_an_unreachable_cluster_in_one_line_within_its_timeout(tmp_p
         "flows:\n  A->B: {}\n",
         encoding="utf-8",
     )
+    return config
+
+
+def test_run_reports_an_unreachable_cluster_in_one_line_within_its_timeout(tmp_path: Path) -> None:
+    config = _unreachable_clusters(tmp_path)
     result = run_mirror("run", str(config), timeout=60)
     assert result.returncode == 1
     errors = [line for line in result.stderr.splitlines() if line.startswith("mirror: ")]
@@ -40,14 +46,7 @@ def test_status_waiting_for_the_lag_says_an_unreachable_cluster_at_once_not_afte
     tmp_path: Path,
 ) -> None:
     # The wait rides out failed reads for up to --timeout; a wrong address is no such read.
-    config = tmp_path / "mm2.yaml"
-    config.write_text(
-        "clusters:\n"
-        "  A: {bootstrap_servers: '127.0.0.1:1', connect_timeout_seconds: 2}\n"
-        "  B: {bootstrap_servers: '127.0.0.1:1', connect_timeout_seconds: 2}\n"
-        "flows:\n  A->B: {}\n",
-        encoding="utf-8",
-    )
+    config = _unreachable_clusters(tmp_path)
     result = run_mirror("status", str(config), "--until-lag", "0", "--timeout", "600", timeout=60)
     assert result.returncode == 1
     errors = [line for line in result.stderr.splitlines() if line.startswith("mirror: ")]
