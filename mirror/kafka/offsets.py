@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
+from typing import Any
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
@@ -79,6 +81,51 @@ def _list_offsets(
 def last_stable_offsets(admin: AdminClient, partitions: Iterable[Partition]) -> dict[Partition, int]:
     """The read_committed end of each partition: everything below it is decided (committed or aborted)."""
     return _list_offsets(admin, partitions, OffsetSpec.latest())
+
+
+class PendingOffsets:
+    """Partition ends asked without waiting for them: whatever has come back when the caller looks.
+
+    For a loop that must not stop for a broker's answer (a copy task's): a leader that died
+    answers no sooner than the request's timeout, and the loop looks again next time.
+    """
+
+    def __init__(self, futures: Mapping[TopicPartition, Future[Any]]) -> None:
+        self._futures = futures
+
+    def answered(self) -> dict[Partition, int]:
+        """The ends answered by now; a partition not answered yet, or answered with an error (its
+        leader gone, an epoch the client cached before a restart), is absent."""
+        found: dict[Partition, int] = {}
+        for tp, future in self._futures.items():
+            if future.done() and not future.cancelled() and future.exception() is None:
+                offset = future.result().offset
+                if offset >= 0:  # -1001: the whole request to its leader failed
+                    found[(tp.topic, tp.partition)] = offset
+        return found
+
+    def failed(self) -> bool:
+        """Whether any partition was answered with an error: the client's cached leaders or epochs
+        may be stale, and only a client that asks for metadata again mends that."""
+        return any(
+            future.done() and (future.cancelled() or future.exception() is not None)
+            for future in self._futures.values()
+        )
+
+
+def ask_last_stable_offsets(admin: AdminClient, partitions: Iterable[Partition]) -> PendingOffsets:
+    """last_stable_offsets, asked now and answered later (PendingOffsets); one request per leader,
+    as librdkafka sends it."""
+    request = {TopicPartition(topic, partition): OffsetSpec.latest() for topic, partition in partitions}
+    if not request:
+        return PendingOffsets({})
+    try:
+        futures = admin.list_offsets(
+            request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=TIMEOUT_SECONDS
+        )
+    except KafkaException:
+        return PendingOffsets({})  # not even queued (the client is closing): nothing answered
+    return PendingOffsets(futures)
 
 
 def high_watermarks(admin: AdminClient, partitions: Iterable[Partition]) -> dict[Partition, int]:

@@ -30,6 +30,10 @@ def source_reader(settings: FlowSettings, partitions: Sequence[tuple[str, int]])
     )
 
 
+def source_admin(settings: FlowSettings) -> Any:
+    return admin_client(settings.source_admin)
+
+
 def positions_reader(settings: FlowSettings) -> Consumer:
     """Reads (read_committed) and, at-least-once, commits the flow's positions group."""
     return copy_clients.positions_reader(settings.target_consumer, settings.positions_group())
@@ -70,7 +74,7 @@ class RareClients:
 
     @cached_property
     def source_admin(self) -> Any:
-        return admin_client(self._settings.source_admin)
+        return source_admin(self._settings)
 
     @cached_property
     def target_admin(self) -> Any:

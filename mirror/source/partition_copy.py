@@ -86,6 +86,10 @@ class PartitionCopy:
     def pending(self) -> int:
         return len(self.upstream)
 
+    def read_position(self) -> int:
+        """The next source offset to read: past the open transaction's records."""
+        return max(self.position, self.upstream[-1] + 1) if self.upstream else self.position
+
     def moved_since_commit(self) -> bool:
         return self.committed is None or self.position != self.committed
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from dataclasses import dataclass
 from typing import Literal
 
 from confluent_kafka import Consumer
@@ -35,7 +36,8 @@ from mirror.errors import (
 from mirror.flow.ownership import flow_mark_reader, stop_if_flow_taken_over
 from mirror.kafka.transactions import AbortableError, RetriableError
 from mirror.logs import log_context, partition_names
-from mirror.source.clients import RareClients, positions_reader, source_reader, sync_writer
+from mirror.source.clients import RareClients, positions_reader, source_admin, source_reader, sync_writer
+from mirror.source.fetch_watch import WATCH_SECONDS, FetchWatch
 from mirror.source.losses import resume_after_lost_records
 from mirror.source.partition_copy import PartitionCopy
 from mirror.source.record_copy import ConsumeError, consumer_positions, copy_messages, next_messages
@@ -93,6 +95,15 @@ def _owned(spec: CopyTaskSpec) -> dict[str, list[str]]:
     return {"partitions": partition_names(spec.partitions)}
 
 
+@dataclass
+class _Batch:
+    """The open transaction, as the copy loop counts it."""
+
+    opened_at: float | None = None  # when it took its first record (or swept position)
+    records: int = 0
+    size: int = 0
+
+
 class _CopyTask:
     def __init__(self, settings: FlowSettings, spec: CopyTaskSpec) -> None:
         self.settings, self.spec = settings, spec
@@ -120,6 +131,8 @@ class _CopyTask:
         self.throttle = Throttle(rate) if rate is not None else None
         self._began = time.monotonic()  # when the open transaction began
         self.reports = TaskReports(self.stats)
+        self.watch = FetchWatch(lambda: source_admin(settings))
+        self._batch = _Batch()
 
     def __enter__(self) -> _CopyTask:
         return self
@@ -227,70 +240,81 @@ class _CopyTask:
         )
         # Through new consumers (SplitReader.assign): the old ones could name positions past the abort.
         self.source.assign([start_of(part) for part in self.parts])
+        self.watch.restart()
 
     def _copy(self) -> str:
-        settings, parts = self.settings, self.parts
-        interval = settings.commit_interval_ms / 1000
-        opened_at: float | None = None  # when the open transaction took its first record
-        records = size = 0
+        interval = self.settings.commit_interval_ms / 1000
+        self._batch = _Batch()
         next_check = held_until = time.monotonic()
         while True:
             now = time.monotonic()
             if now >= next_check:
                 next_check = now + CHECK_SECONDS
-                state = self._state()
-                ending = state != "current" or time.time() >= self.spec.deadline
-                self._sweep_positions()
-                if opened_at is not None and ending:
-                    self._commit()
-                    opened_at, records, size = None, 0, 0
-                elif opened_at is None and needs_commit(parts):
-                    # Positions moved past markers, and quiet partitions' last syncs: they open a
-                    # transaction that commits within the interval, with whatever records come
-                    # meanwhile. Committed on their own at once, they cost a commit each time a
-                    # steady load over thousands of partitions left one quiet, and the copy
-                    # stopped reading while it ran.
-                    opened_at = self._began = time.monotonic()
-                    self.writers.begin()
-                if ending:
-                    if needs_commit(parts):
-                        self._commit()  # the last records' syncs: the next task will not know them
-                    return "window" if state == "current" else state
+                ended = self._look()
+                if ended is not None:
+                    return ended
             if now < held_until:
                 # Throttled: what was copied is committed now rather than held back while the
                 # task waits, and the flow mark is still read every CHECK_SECONDS.
-                if opened_at is not None:
+                if self._batch.opened_at is not None:
                     self._commit()
-                    opened_at, records, size = None, 0, 0
                 pause = max(0.0, min(held_until, next_check) - time.monotonic())
                 time.sleep(pause)
                 self.stats.current.throttled += pause
                 self.stats.maybe_send()  # a long hold must not hold back the task's metrics
                 continue
-            wait = next_check if opened_at is None else min(next_check, opened_at + interval)
+            batch = self._batch
+            wait = next_check if batch.opened_at is None else min(next_check, batch.opened_at + interval)
             most = CONSUME_BATCH if self.throttle is None else self.throttle.batch(CONSUME_BATCH)
             messages = next_messages(self.source, most, max(0.0, wait - time.monotonic()))
+            self.watch.took(len(messages), most)
             if messages:
-                if opened_at is None:
-                    opened_at = self._began = time.monotonic()
+                if batch.opened_at is None:
+                    batch.opened_at = self._began = time.monotonic()
                     self.writers.begin()
                 errors, copied_bytes = copy_messages(messages, self.writers.producers or (), self.sinks)
                 self.writers.sent()
                 self._handle(errors)
-                records += len(messages)
-                size += copied_bytes
+                batch.records += len(messages)
+                batch.size += copied_bytes
                 if self.throttle is not None:
                     held_until = self.throttle.charge(copied_bytes, len(messages))
-            if opened_at is not None and (
-                time.monotonic() - opened_at >= interval
-                or records >= MAX_TRANSACTION_RECORDS
-                or size >= MAX_TRANSACTION_BYTES
+            if batch.opened_at is not None and (
+                time.monotonic() - batch.opened_at >= interval
+                or batch.records >= MAX_TRANSACTION_RECORDS
+                or batch.size >= MAX_TRANSACTION_BYTES
             ):
                 self._commit()
-                opened_at, records, size = None, 0, 0
             self.stats.maybe_send()
 
+    def _look(self) -> str | None:
+        """Every CHECK_SECONDS: the flow mark, the window, swept positions, stuck fetches; how the
+        task ended if it did."""
+        state = self._state()
+        ending = state != "current" or time.time() >= self.spec.deadline
+        self._sweep_positions()
+        opened = self._batch.opened_at is not None
+        stuck = [] if ending else self.watch.stuck(self.parts)
+        if opened and (ending or stuck):
+            self._commit()  # before reading stuck partitions again too: new consumers start after it
+        elif not opened and not stuck and needs_commit(self.parts):
+            # Positions moved past markers, and quiet partitions' last syncs: they open a
+            # transaction that commits within the interval, with whatever records come
+            # meanwhile. Committed on their own at once, they cost a commit each time a
+            # steady load over thousands of partitions left one quiet, and the copy
+            # stopped reading while it ran.
+            self._batch.opened_at = self._began = time.monotonic()
+            self.writers.begin()
+        if ending:
+            if needs_commit(self.parts):
+                self._commit()  # the last records' syncs: the next task will not know them
+            return "window" if state == "current" else state
+        if stuck:
+            self._read_again(stuck)
+        return None
+
     def _commit(self) -> None:
+        self._batch = _Batch()
         self.writers.begin()  # a commit may come with nothing copied (positions swept) and still writes
         touched = [part for part in self.parts if part.upstream]
         if not touched:
@@ -314,6 +338,19 @@ class _CopyTask:
                 writers.times,
                 extra={"partitions": partition_names((p.topic, p.partition) for p in touched)},
             )
+
+    def _read_again(self, stuck: list[tuple[PartitionCopy, int]]) -> None:
+        """Partitions whose consumer stopped fetching them (mirror.source.fetch_watch): every
+        partition is read again from its committed position, through new consumers."""
+        part, end = stuck[0]
+        message = (
+            f"flow {self.settings.name}: {len(stuck)} partitions had records on the source but none "
+            f"read for {2 * WATCH_SECONDS:g}s or more (e.g. {part.topic}-{part.partition} at "
+            f"{part.read_position()}, end {end}); reading them through new consumers"
+        )
+        log.warning(message, extra=_owned(self.spec))
+        self.reports.report("rebuilt", message)
+        self._rewind()
 
     def _sweep_positions(self) -> None:
         """Positions the consumer moved past aborted records and markers, with no record to copy."""
