@@ -105,10 +105,11 @@ class PendingOffsets:
         return found
 
     def failed(self) -> bool:
-        """Whether any partition was answered with an error: the client's cached leaders or epochs
-        may be stale, and only a client that asks for metadata again mends that."""
+        """Whether any partition is unanswered by now or was answered with an error or no offset:
+        the client may be asking a leader that died, or with an epoch it cached before a restart,
+        and only a client that asks for metadata again mends that."""
         return any(
-            future.done() and (future.cancelled() or future.exception() is not None)
+            not future.done() or future.exception() is not None or future.result().offset < 0
             for future in self._futures.values()
         )
 

@@ -5,18 +5,21 @@ does not: in a CI run of the brokers-lost drill, 3 of the ~35 partitions one tas
 SIGKILLed source leader copied nothing for the 45 s that broker stayed down, while the task
 copied its other partitions, and the task whose clients were made again after a failure had
 none stuck. So the task looks, every WATCH_SECONDS, for partitions whose read position has not
-moved since the look before while the source's read_committed end lies past it, asked then
-(without waiting: a dead leader answers only at its timeout). One still there at the next look
-has had records waiting, and none read, for two looks: the task reads it again through new
-consumers (its rewind), at most once per REBUILD_SECONDS.
+moved since the look before, and asks the source for their read_committed ends then (without
+waiting: a dead leader answers only at its timeout). One still at that position at the next
+look, with that end past it, has had records waiting and none read for two looks.
 
-A consumer behind on what it fetched (catch-up) may leave a partition unread for as long: each
-fetch answer is capped, and the partitions in it are rotated only slowly. So a look counts only
-if the task ran out of fetched records since the one before.
+That alone also fits a partition fetched but starved: in a catch-up, a capped fetch answer holds
+records of the request's first partitions only, and librdkafka rotates that order slowly. But
+every fetch answer tells the end of every partition asked, records or not, and the consumer
+keeps the last one told: a partition is stuck only if that end is still below the one the source
+gave at the previous look, so no fetch answer for it came since. The task then reads it again
+through new consumers (its rewind), at most once per REBUILD_SECONDS.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 
@@ -33,30 +36,30 @@ class FetchWatch:
     def __init__(
         self,
         new_admin: Callable[[], AdminClient],
+        fetched_end: Callable[[str, int], int],
         *,
         every: float = WATCH_SECONDS,
         rebuild_every: float = REBUILD_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._new_admin = new_admin
+        """`fetched_end(topic, partition)`: the end its consumer's last fetch answer told, -1 if none."""
+        self._new_admin, self._fetched_end = new_admin, fetched_end
         self._admin: AdminClient | None = None
         self._every, self._rebuild_every, self._clock = every, rebuild_every, clock
         self._next_look = clock() + every
         self._rebuilt_at = -rebuild_every
-        self._ran_dry = False  # since the last look, the task took every record its consumers held
         self._seen: dict[Partition, int] = {}  # read positions at the last look
         # The partitions idle at the last look, with their positions then, and their ends as asked then.
         self._asked: tuple[dict[Partition, int], PendingOffsets] | None = None
 
-    def took(self, records: int, asked: int) -> None:
-        """The task asked its consumers for `asked` records and got `records`: fewer, and it has
-        taken everything they had fetched."""
-        if records < asked:
-            self._ran_dry = True
+    @property
+    def idle_seconds(self) -> float:
+        """The least time a partition found stuck has had records waiting and none read."""
+        return 2 * self._every
 
     def restart(self) -> None:
         """New consumers: what the old ones did (or did not) fetch says nothing of them."""
-        self._seen, self._asked, self._ran_dry = {}, None, False
+        self._seen, self._asked = {}, None
         self._next_look = self._clock() + self._every
 
     def stuck(self, parts: Sequence[PartitionCopy]) -> list[tuple[PartitionCopy, int]]:
@@ -68,27 +71,35 @@ class FetchWatch:
         self._next_look = now + self._every
         reads = {(part.topic, part.partition): part.read_position() for part in parts}
         found: list[tuple[PartitionCopy, int]] = []
-        if self._asked is not None and self._ran_dry:
+        if self._asked is not None:
             idle, pending = self._asked
+            if pending.failed() and self._admin is not None:
+                # It may be asking a leader that died, or with a stale epoch: a new client asks anew.
+                _drop_elsewhere(self._admin)
+                self._admin = None
             ends = pending.answered()
-            if pending.failed():
-                self._admin = None  # its cached leaders or epochs may be stale: a new client asks anew
             found = [
                 (part, ends[key])
                 for part in parts
                 if (key := (part.topic, part.partition)) in idle
                 and reads[key] == idle[key]
                 and ends.get(key, -1) > reads[key]
+                and self._fetched_end(*key) < ends[key]
             ]
         idle = {key: read for key, read in reads.items() if self._seen.get(key) == read}
         self._seen = reads
         self._asked = None
-        if idle and self._ran_dry:
+        if idle:
             if self._admin is None:
                 self._admin = self._new_admin()
             self._asked = (idle, ask_last_stable_offsets(self._admin, idle))
-        self._ran_dry = False
         if not found or now - self._rebuilt_at < self._rebuild_every:
             return []
         self._rebuilt_at = now
         return found
+
+
+def _drop_elsewhere(client: AdminClient) -> None:
+    """Let go of `client` on a thread of its own: the last reference going destroys the librdkafka
+    client where it goes, which waits for its broker threads, and the copy loop must not wait."""
+    threading.Thread(target=lambda _: None, args=(client,), name="drop-admin", daemon=True).start()

@@ -74,6 +74,19 @@ class SplitReader:
                 found.update(((tp.topic, tp.partition), tp) for tp in consumer.position(own))
         return [found[(tp.topic, tp.partition)] for tp in partitions]
 
+    def fetched_end(self, topic: str, partition: int) -> int:
+        """The partition's end as its last fetch answer told it (librdkafka's cache, no request;
+        for a read_committed consumer its last stable offset), -1 if none came since it was
+        assigned. Every fetch answer tells the end of every partition in the request, records or
+        not, so it stays current while the partition is fetched at all."""
+        try:
+            ends = self.reader_of(topic, partition).get_watermark_offsets(
+                TopicPartition(topic, partition), cached=True
+            )
+        except KafkaException:
+            return -1
+        return int(ends[1]) if ends is not None and ends[1] >= 0 else -1
+
     def consume(self, num_messages: int, timeout: float) -> list[Message]:
         """Up to `num_messages` of what the consumers hold now, each asked in turn; only a single
         consumer is waited on (`timeout`), as poll() waits on several."""

@@ -37,7 +37,7 @@ from mirror.flow.ownership import flow_mark_reader, stop_if_flow_taken_over
 from mirror.kafka.transactions import AbortableError, RetriableError
 from mirror.logs import log_context, partition_names
 from mirror.source.clients import RareClients, positions_reader, source_admin, source_reader, sync_writer
-from mirror.source.fetch_watch import WATCH_SECONDS, FetchWatch
+from mirror.source.fetch_watch import FetchWatch
 from mirror.source.losses import resume_after_lost_records
 from mirror.source.partition_copy import PartitionCopy
 from mirror.source.record_copy import ConsumeError, consumer_positions, copy_messages, next_messages
@@ -131,7 +131,7 @@ class _CopyTask:
         self.throttle = Throttle(rate) if rate is not None else None
         self._began = time.monotonic()  # when the open transaction began
         self.reports = TaskReports(self.stats)
-        self.watch = FetchWatch(lambda: source_admin(settings))
+        self.watch = FetchWatch(lambda: source_admin(settings), self.source.fetched_end)
         self._batch = _Batch()
 
     def __enter__(self) -> _CopyTask:
@@ -267,7 +267,6 @@ class _CopyTask:
             wait = next_check if batch.opened_at is None else min(next_check, batch.opened_at + interval)
             most = CONSUME_BATCH if self.throttle is None else self.throttle.batch(CONSUME_BATCH)
             messages = next_messages(self.source, most, max(0.0, wait - time.monotonic()))
-            self.watch.took(len(messages), most)
             if messages:
                 if batch.opened_at is None:
                     batch.opened_at = self._began = time.monotonic()
@@ -345,7 +344,7 @@ class _CopyTask:
         part, end = stuck[0]
         message = (
             f"flow {self.settings.name}: {len(stuck)} partitions had records on the source but none "
-            f"read for {2 * WATCH_SECONDS:g}s or more (e.g. {part.topic}-{part.partition} at "
+            f"read for {self.watch.idle_seconds:g}s or more (e.g. {part.topic}-{part.partition} at "
             f"{part.read_position()}, end {end}); reading them through new consumers"
         )
         log.warning(message, extra=_owned(self.spec))

@@ -77,7 +77,9 @@ def test_a_partition_its_consumer_stopped_fetching_is_read_again_through_new_con
     )
     task = task_module._CopyTask(settings, spec)
     # Looks every second rather than every 10: the decision is the same (tests/unit/test_fetch_watch.py).
-    task.watch = FetchWatch(lambda: source_admin(settings), every=1.0, rebuild_every=3.0)
+    task.watch = FetchWatch(
+        lambda: source_admin(settings), task.source.fetched_end, every=1.0, rebuild_every=3.0
+    )
     outcome: list[object] = []
     runner = threading.Thread(target=lambda: outcome.append(_run(task)), daemon=True)
     with caplog.at_level("WARNING", logger="mirror.source.task"):

@@ -1,5 +1,6 @@
 """When a copy task reads partitions again through new consumers: records waiting on the source,
-none read for two looks, and the task not behind on what its consumers fetched."""
+none read for two looks, and no fetch answer for them since (the end their consumer last heard of
+still below the source's)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from mirror.source.fetch_watch import FetchWatch
@@ -26,21 +28,27 @@ def _done(value: Any) -> Future[Any]:
 
 @dataclass
 class SourceAdmin:
-    """The source's read_committed ends, per partition; a partition in `leaderless` is answered
-    with the error a dead leader gives."""
+    """The source's read_committed ends, per partition. A partition in `leaderless` is answered as
+    librdkafka answers for a dead leader: an error, no offset (-1001, when the whole request to
+    that broker failed), or not yet (a request waiting out its timeout)."""
 
     ends: dict[int, int] = field(default_factory=dict)
-    leaderless: set[int] = field(default_factory=set)
+    leaderless: dict[int, str] = field(default_factory=dict)
     asked: list[list[int]] = field(default_factory=list)
 
     def list_offsets(self, request: Mapping[TopicPartition, Any], **_: Any) -> dict[TopicPartition, Any]:
         self.asked.append(sorted(tp.partition for tp in request))
-        return {
-            tp: _done(KafkaException(KafkaError(KafkaError.LEADER_NOT_AVAILABLE)))
-            if tp.partition in self.leaderless
-            else _done(SimpleNamespace(offset=self.ends.get(tp.partition, 0)))
-            for tp in request
-        }
+        return {tp: self._answer(tp.partition) for tp in request}
+
+    def _answer(self, partition: int) -> Future[Any]:
+        how = self.leaderless.get(partition)
+        if how == "error":
+            return _done(KafkaException(KafkaError(KafkaError.LEADER_NOT_AVAILABLE)))
+        if how == "no offset":
+            return _done(SimpleNamespace(offset=-1001))
+        if how == "pending":
+            return Future()
+        return _done(SimpleNamespace(offset=self.ends.get(partition, 0)))
 
 
 class Clock:
@@ -58,28 +66,37 @@ class Watched:
     parts: list[PartitionCopy]
     admins: list[SourceAdmin]
 
-    def look(self, *, ran_dry: bool = True) -> list[tuple[str, int, int]]:
+    def look(self) -> list[tuple[str, int, int]]:
         """One look WATCH seconds after the last: what it found stuck, as (topic, partition, end)."""
-        if ran_dry:
-            self.watch.took(5, 10_000)
         self.clock.now += 10
         return [(part.topic, part.partition, end) for part, end in self.watch.stuck(self.parts)]
 
 
-def _watched(ends: dict[int, int], *, leaderless: set[int] | None = None) -> Watched:
+def _watched(
+    ends: dict[int, int],
+    *,
+    leaderless: dict[int, str] | None = None,
+    fetched: dict[int, int] | None = None,
+) -> Watched:
+    """Partitions t-0..2, each read to 10; the source's ends `ends`; the ends the consumer's last
+    fetch answers told, `fetched` (10 unless said: none told since the partition was read to 10)."""
     clock = Clock()
     admins: list[SourceAdmin] = []
 
     def new_admin() -> Any:
-        admins.append(SourceAdmin(dict(ends), set(leaderless or ())))
+        admins.append(SourceAdmin(dict(ends), dict(leaderless or {})))
         return admins[-1]
 
+    def fetched_end(topic: str, partition: int) -> int:
+        assert topic == "t"
+        return (fetched or {}).get(partition, 10)
+
     parts = [PartitionCopy("A->B", "t", p, "A.t", 100, position=10) for p in range(3)]
-    watch = FetchWatch(new_admin, every=10, rebuild_every=60, clock=clock)
+    watch = FetchWatch(new_admin, fetched_end, every=10, rebuild_every=60, clock=clock)
     return Watched(watch, clock, parts, admins)
 
 
-def test_a_partition_with_records_waiting_and_none_read_for_two_looks_is_read_again() -> None:
+def test_a_partition_with_records_waiting_and_none_fetched_for_two_looks_is_read_again() -> None:
     watched = _watched({0: 10, 1: 25, 2: 10})  # records 10-24 of t-1 wait; t-0 and t-2 are read to the end
     assert watched.look() == []  # the first look: nothing seen before
     assert watched.look() == []  # idle since the last: its end asked
@@ -103,25 +120,11 @@ def test_a_partition_whose_records_are_in_the_open_transaction_is_not_stuck() ->
     assert watched.look() == []
 
 
-def test_no_partition_is_stuck_while_the_task_is_behind_on_what_its_consumers_fetched() -> None:
-    # Catch-up: every consume came back full, so librdkafka may simply not have got to t-1 yet.
-    watched = _watched({0: 10, 1: 25, 2: 10})
+def test_a_partition_fetched_but_starved_in_a_catch_up_is_not_stuck() -> None:
+    # Capped fetch answers held other partitions' records only, but each told t-1's end: it is fetched.
+    watched = _watched({0: 10, 1: 25, 2: 10}, fetched={1: 25})
     for _ in range(5):
-        watched.watch.took(10_000, 10_000)
-        assert watched.look(ran_dry=False) == []
-    assert watched.admins == []  # nor are the source's ends asked
-
-
-def test_a_partition_whose_leader_gives_no_end_is_not_stuck_and_the_next_look_asks_through_a_new_client() -> (
-    None
-):
-    # A dead leader, no new one yet: its end is unknown, never taken as "records waiting".
-    watched = _watched({0: 10, 1: 25, 2: 10}, leaderless={1})
-    for _ in range(4):
         assert watched.look() == []
-    # A failed answer may come of the client's stale leaders or epochs: each look after one asks
-    # through a client made anew.
-    assert len(watched.admins) >= 2
 
 
 def test_a_partition_at_its_end_is_not_stuck() -> None:
@@ -130,12 +133,28 @@ def test_a_partition_at_its_end_is_not_stuck() -> None:
         assert watched.look() == []
 
 
+@pytest.mark.parametrize("how", ["error", "no offset", "pending"])
+def test_a_partition_whose_leader_gives_no_end_is_not_stuck_and_the_next_look_asks_through_a_new_client(
+    how: str,
+) -> None:
+    # A dead leader, no new one yet: its end is unknown, never taken as "records waiting".
+    watched = _watched({0: 10, 1: 25, 2: 10}, leaderless={1: how})
+    for _ in range(3):
+        assert watched.look() == []
+    # The client may keep asking the dead leader (its cached metadata), or with a stale epoch:
+    # each look after a failed answer asks through a client made anew.
+    assert [admin.asked for admin in watched.admins] == [[[0, 1, 2]], [[0, 1, 2]]]
+    watched.look()
+    assert len(watched.admins) == 3
+
+
 def test_partitions_are_read_again_at_most_once_a_rebuild_interval() -> None:
     watched = _watched({0: 10, 1: 25, 2: 10})
     watched.look()
     watched.look()
     assert watched.look() == [("t", 1, 25)]
-    # Still not read (the same fault on the new consumers): asked again, but no sooner than 60 s on.
+    # Still not fetched (the same fault on the new consumers): found again, but acted on no sooner
+    # than 60 s after the last rebuild.
     watched.watch.restart()
     found = [watched.look() for _ in range(6)]
     assert found[:5] == [[]] * 5
