@@ -208,14 +208,17 @@ def wait_until_copying(
     timeout: float = 120,
 ) -> None:
     """Return once this run has committed `more` records: it is past start-up, in the middle of copying."""
-    before = total_copied(source, target, topics)
+    # The partitions listed once, not at every poll: the polls span a Spark start-up on a busy
+    # machine, and a client made to list a cluster five times a second costs its cores.
+    partitions = source_partitions(source, topics)
+    before = total_copied(source, target, topics, partitions=partitions)
 
     def copying() -> None:
         assert_alive(run)
-        copied = total_copied(source, target, topics) - before
+        copied = total_copied(source, target, topics, partitions=partitions) - before
         assert copied >= more, f"{copied} of {more} records copied so far:\n{run.output()[-3000:]}"
 
-    assert_eventually(copying, timeout=timeout, interval=0.2)
+    assert_eventually(copying, timeout=timeout, interval=0.5)
 
 
 def wait_until_caught_up(
