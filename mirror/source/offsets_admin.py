@@ -21,7 +21,14 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaException, TopicPartition
 
 from mirror.config.flow_settings import FlowSettings
-from mirror.errors import ConfigError, FlowInUseError, KafkaClientError
+from mirror.errors import (
+    ClusterAuthenticationError,
+    ClusterTlsError,
+    ConfigError,
+    FlowInUseError,
+    KafkaClientError,
+    NotAuthorizedError,
+)
 from mirror.flow.mark import FlowMark
 from mirror.flow.ownership import flow_mark_reader, read_flow_mark
 from mirror.flow.source_offsets import SourcePartition, encode_key, encode_value
@@ -127,6 +134,8 @@ def last_owner(settings: FlowSettings, *, wait_seconds: float = MARK_READ_SECOND
         while True:
             try:
                 return read_flow_mark(settings, reader)
+            except (NotAuthorizedError, ClusterAuthenticationError, ClusterTlsError):
+                raise  # not "no owner": the caller would say an unknown instance may be running it
             except (RetriableError, AbortableError, KafkaClientError):
                 if time.monotonic() >= deadline:
                     return None
