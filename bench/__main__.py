@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 from confluent_kafka.admin import AdminClient
 
-from bench import ceiling, measure, processes, report, steady, workloads
+from bench import ceiling, measure, processes, report, rounds, steady, workloads
 from bench.contenders import CONTENDERS, Clusters, Contender, Stoppable, start_clusters
 from bench.measure import wait_for
 from mirror.local.broker import LocalBroker
@@ -111,6 +111,20 @@ def _run_contender(
         _delete_topics(clusters.target, [contender.remote_topic(workload.topic)])
     _run_many(contender, clusters, mode, work, row, brokers=brokers)
     return row
+
+
+def _run_in_round(
+    contender: Contender,
+    index: int,
+    *,
+    clusters: Clusters,
+    mode: workloads.Mode,
+    work: Path,
+    brokers: list[Stoppable],
+) -> dict[str, Any]:
+    """_run_contender under the round's own name (rounds.run_name); its row under the contender's."""
+    playing = replace(contender, name=rounds.run_name(contender.name, index))
+    return {**_run_contender(playing, clusters, mode, work, brokers), "name": contender.name}
 
 
 def _launch_beside(
@@ -264,7 +278,16 @@ def _options() -> tuple[argparse.Namespace, list[tuple[str, Any]]]:
         action="store_true",
         help="10,000 partitions (1,000 topics x 10) in one flow: half caught up, half under load; ~40 min",
     )
-    parser.add_argument("--only", nargs="+", choices=NAMES, help="contenders to run (default: all)")
+    parser.add_argument(
+        "--only", nargs="+", choices=NAMES, help="contenders to run, in this order (default: all)"
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run the contenders this many times, in the order given then reversed, and so on; "
+        "the tables give medians, then each round's own figures",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS, help="where results are written")
     parser.add_argument(
         "--brokers",
@@ -299,6 +322,8 @@ def _options() -> tuple[argparse.Namespace, list[tuple[str, Any]]]:
         if not equals or not key:
             parser.error(f"--mirror-flow takes KEY=VALUE, e.g. tasks_max=8, not {setting!r}")
         overrides.append((key, yaml.safe_load(value)))
+    if args.rounds < 1:
+        parser.error(f"--rounds takes a positive number of rounds, not {args.rounds}")
     if args.huge and args.brokers > 1:
         parser.error("--huge runs on single brokers: 3 brokers of 10,000 partitions idle at ~2 cores")
     if args.wan and (args.brokers > 1 or args.huge):
@@ -335,7 +360,7 @@ def main() -> int:
     link = f", the source {args.wan} ms away (round trip) through Toxiproxy" if args.wan else ""
     _say(f"{mode.name} mode, {args.brokers} broker(s) per cluster{link}; brokers, logs, configs: {work}")
     brokers, clusters = start_clusters(work, args.brokers, wan_ms=args.wan // 2)
-    rows = []
+    played_rounds: list[list[dict[str, Any]]] = []
     try:
         for workload in (*mode.catch_up, mode.many.catch_up):
             layout = workload.topic_set
@@ -344,11 +369,19 @@ def main() -> int:
                 f"{layout.topics} topic(s) x {layout.partitions} partitions ({layout.pattern})"
             )
             workloads.seed(clusters.source, workload)
-        for name in names:
-            if name == "ceiling":
-                rows.append(_run_ceiling(clusters, mode, work))
-            else:
-                rows.append(_run_contender(contenders[name], clusters, mode, work, brokers))
+        for index in range(args.rounds):
+            if args.rounds > 1:
+                _say(f"round {index + 1} of {args.rounds}: {', '.join(rounds.order(names, index))}")
+            played_rounds.append(
+                [
+                    _run_ceiling(clusters, mode, work)
+                    if name == "ceiling"
+                    else _run_in_round(
+                        contenders[name], index, clusters=clusters, mode=mode, work=work, brokers=brokers
+                    )
+                    for name in rounds.order(names, index)
+                ]
+            )
     finally:
         for broker in brokers:
             broker.stop()
@@ -384,8 +417,13 @@ def main() -> int:
             **_steady_description(mode.many.steady, mode.many.catch_up.topic_set.total),
         },
         "checkpoint_seconds": mode.checkpoint_seconds,
-        "contenders": rows,
+        "contenders": rounds.medians(played_rounds),
     }
+    if args.rounds > 1:
+        results["rounds"] = [
+            {"order": rounds.order(names, index), "contenders": played}
+            for index, played in enumerate(played_rounds)
+        ]
     name = started.strftime("%Y%m%dT%H%M%SZ") + f"-{mode.name}"
     if args.brokers > 1:
         name += f"-{args.brokers}brokers"
@@ -394,6 +432,8 @@ def main() -> int:
     name += "".join(re.sub(r"[^\w.=-]", "_", f"-{key}={value}") for key, value in overrides)
     if args.mm2_premade_topics:
         name += "-mm2-premade-topics"
+    if args.rounds > 1:
+        name += f"-{args.rounds}rounds"
     paths = report.write(results, args.out, name)
     sys.stdout.write(report.markdown(results))
     _say("wrote " + ", ".join(str(p) for p in paths))

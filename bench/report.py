@@ -55,7 +55,28 @@ def markdown(results: dict[str, Any]) -> str:
         )
         + f"{results['machine']['cpus']} CPUs, Kafka {results['kafka_version']}, "
         f"mirror {results['mirror_commit']}, {results['started']}.",
-        "",
+    ]
+    played = results.get("rounds", [])
+    if played:
+        orders = "; ".join(f"{index}: {', '.join(r['order'])}" for index, r in enumerate(played, 1))
+        lines += [
+            "",
+            f"Medians of {len(played)} rounds, the contenders' order alternating (round {orders}); "
+            "each round's own figures follow.",
+        ]
+    lines += ["", *_tables(results, rows)]
+    for index, round_ in enumerate(played, 1):
+        lines += [
+            "",
+            f"Round {index}: {', '.join(round_['order'])}",
+            "",
+            *_tables(results, {row["name"]: row for row in round_["contenders"]}),
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _tables(results: dict[str, Any], rows: dict[str, dict[str, Any]]) -> list[str]:
+    lines = [
         *_catch_up_table(results, rows),
         "",
         "| contender | steady load | p50 ms | p99 ms | max ms | received | p99 vs MM2 | CPU s / M records "
@@ -64,7 +85,7 @@ def markdown(results: dict[str, Any]) -> str:
     ]
     for key, load in _steady_loads(results):
         lines += _steady_rows(rows, key, load)
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _catch_up_table(results: dict[str, Any], rows: dict[str, dict[str, Any]]) -> list[str]:

@@ -1,0 +1,88 @@
+"""A bench run of several rounds: the contenders' order alternates, and the tables give medians."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.report import markdown
+from bench.rounds import medians, order, run_name
+
+
+def test_the_order_alternates_and_the_ceiling_runs_in_the_first_round_only() -> None:
+    names = ["ceiling", "mirror-eos", "mm2-eos"]
+    assert [order(names, index) for index in range(3)] == [
+        ["ceiling", "mirror-eos", "mm2-eos"],
+        ["mm2-eos", "mirror-eos"],
+        ["mirror-eos", "mm2-eos"],
+    ]
+
+
+def test_each_later_round_runs_under_names_of_its_own() -> None:
+    assert [run_name("mirror-eos", index) for index in range(3)] == [
+        "mirror-eos",
+        "mirror-eos-r2",
+        "mirror-eos-r3",
+    ]
+
+
+def _row(name: str, p99: float, *, complete: bool = True, error: str | None = None) -> dict[str, Any]:
+    result: dict[str, Any] = {"records_per_second": p99 * 10, "complete": complete}
+    if error is not None:
+        result = {"error": error, "complete": False}
+    return {
+        "name": name,
+        "label": name,
+        "catch_up": {"100b": result},
+        "latency": {"records": 100, "received": 100, "p50_ms": p99 / 2, "p99_ms": p99, "max_ms": p99},
+    }
+
+
+def test_each_figure_is_the_median_of_the_rounds_in_the_first_rounds_order() -> None:
+    rounds = [
+        [_row("mirror-eos", 300.0), _row("mm2-eos", 100.0)],
+        [_row("mm2-eos", 500.0), _row("mirror-eos", 100.0)],
+        [_row("mirror-eos", 200.0), _row("mm2-eos", 200.0)],
+    ]
+    merged = medians(rounds)
+    assert [row["name"] for row in merged] == ["mirror-eos", "mm2-eos"]
+    assert merged[0]["latency"]["p99_ms"] == 200.0
+    assert merged[1]["latency"]["p99_ms"] == 200.0
+    assert merged[0]["latency"]["received"] == 100 and isinstance(merged[0]["latency"]["received"], int)
+    assert merged[0]["catch_up"]["100b"]["records_per_second"] == 2000.0
+
+
+def test_a_round_that_failed_shows_in_the_medians() -> None:
+    rounds = [
+        [_row("mirror-eos", 300.0), _row("mm2-eos", 100.0)],
+        [_row("mm2-eos", 500.0), _row("mirror-eos", 100.0, error="stalled at 60%")],
+    ]
+    merged = medians(rounds)
+    catch_up = merged[0]["catch_up"]["100b"]
+    assert catch_up["complete"] is False
+    assert catch_up["error"] == "stalled at 60%"
+    assert catch_up["records_per_second"] == 3000.0  # the rounds that measured it
+
+
+def test_the_report_gives_the_medians_then_each_round_with_its_order() -> None:
+    first = [_row("mirror-eos", 300.0), _row("mm2-eos", 100.0)]
+    second = [_row("mm2-eos", 100.0), _row("mirror-eos", 50.0)]
+    results = {
+        "mode": "quick",
+        "machine": {"cpus": 2},
+        "kafka_version": "4.3.1",
+        "mirror_commit": "abc",
+        "started": "now",
+        "steady": {"rate": 100, "seconds": 1},
+        "contenders": medians([first, second]),
+        "rounds": [
+            {"order": ["mirror-eos", "mm2-eos"], "contenders": first},
+            {"order": ["mm2-eos", "mirror-eos"], "contenders": second},
+        ],
+    }
+    text = markdown(results)
+    assert (
+        "Medians of 2 rounds, the contenders' order alternating "
+        "(round 1: mirror-eos, mm2-eos; 2: mm2-eos, mirror-eos)" in text
+    )
+    ratios = [line.split(" | ")[6] for line in text.splitlines() if line.startswith("| mirror-eos | 100/s")]
+    assert ratios == ["1.75x", "3.00x", "0.50x"]  # the medians (175 / 100), round 1, round 2
