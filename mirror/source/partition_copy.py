@@ -52,6 +52,8 @@ class PartitionCopy:
     trailing: tuple[int, int] | None = None
     # Where the previous transaction's last record landed: a re-created remote topic starts lower.
     last_downstream: int = -1
+    # The source offset of the last record copied as far as the task knows, -1 if it does not.
+    last_upstream: int = -1
     # Seen re-created while the task ran: its stored position describes the deleted topic.
     recreated: bool = False
     # The remote topic's ID (KIP-516) when the task last read its positions, committed with them.
@@ -127,9 +129,17 @@ class PartitionCopy:
         self.trailing = pair
         return pair
 
-    def unsynced_upstream(self) -> int:
+    def unsynced_upstream(self, *, syncs_after_commit: bool = False) -> int:
         """The source offset of the last copied record while no sync covers it, else -1: committed
-        with the position, so the trailing sync outlives this task (mirror.source.positions)."""
+        with the position, so the trailing sync outlives this task (mirror.source.positions).
+
+        With `syncs_after_commit` (the syncs live on the source cluster, written after the commit
+        that carries this position, and lost if the task dies before they go out), the last copied
+        record's offset even when a sync covers it: the task that opens next sends its pair again.
+        """
+        if syncs_after_commit:
+            last = self.upstream[-1] if self.upstream else self.last_upstream
+            return last if last >= 0 and self.downstream_end() >= 0 else -1
         if self.unsynced is None or self.unsynced[1] != self.downstream_end():
             return -1
         return self.unsynced[0]
@@ -164,6 +174,8 @@ class PartitionCopy:
         """The open transaction committed: its records are on the target for good."""
         if self.downstream:
             self.last_downstream = max(self.last_downstream, self.downstream[-1])
+        if self.upstream:
+            self.last_upstream = self.upstream[-1]
         self.committed = self.position
         self.position_topic_id = self.source_topic_id
         self.clear()
@@ -181,6 +193,7 @@ class PartitionCopy:
         """The remote partition is copied again from scratch (re-created, or its copy gone): no pair
         of the old copy may be synced, and MM2's triggers start over, so its first record syncs."""
         self.unsynced = self.trailing = None
+        self.last_upstream = -1
         self.syncs = PartitionState(self.offset_lag_max)
 
     def clear(self) -> None:

@@ -93,6 +93,7 @@ def read_positions(
             known = part.position_topic_id is not None and part.source_topic_id is not None
             same_source = not known or part.position_topic_id == part.source_topic_id
             part.unsynced = unsynced_pair(found[1]) if same_source else None
+            part.last_upstream = part.unsynced[0] if part.unsynced is not None else -1
     if not missing:
         return
     earliest = earliest_offsets(source_admin, [(p.topic, p.partition) for p in missing])

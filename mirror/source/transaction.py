@@ -196,7 +196,10 @@ def _write_positions(
     # It stays after the sync went out, until the position is next written (rewriting a quiet
     # partition's position for it would cost every steady transaction an offset per partition gone
     # quiet): a task that opens sends it again, one sync per quiet partition per epoch
-    # (epoch_seconds) or rewind, which is harmless.
+    # (epoch_seconds) or rewind, which is harmless. With the syncs on the source cluster, sent
+    # after this commit and lost if the task dies before they go out, it is there whichever syncs
+    # covered the last record.
+    syncs_after_commit = writers.sync_producer is not None
     positions = [
         TopicPartition(
             part.remote_topic,
@@ -207,7 +210,7 @@ def _write_positions(
                 part.remote_topic_id,
                 part.epoch,
                 part.source_topic_id,
-                unsynced=part.unsynced_upstream(),
+                unsynced=part.unsynced_upstream(syncs_after_commit=syncs_after_commit),
             ),
         )
         for part in moved

@@ -213,6 +213,26 @@ def test_a_commit_that_landed_though_the_task_saw_it_fail_still_gets_its_trailin
     assert copying.take_trailing_sync() == (4, 4)
 
 
+def test_with_syncs_on_the_source_the_last_records_pair_outlives_a_task_killed_before_they_went_out() -> None:
+    # Syncs on the source go out after the target's commit: the sync MM2's triggers gave record 4
+    # (a partition's first copied record), is lost if the task dies right after the commit. The
+    # position still names record 4.
+    copying = part()
+    copying.upstream, copying.downstream = [4], [4]
+    assert copying.take_syncs() == [(4, 4)]
+    assert copying.unsynced_upstream() == -1  # on the target, in the commit itself: nothing due
+    metadata = position_metadata(
+        copying.downstream_end(), TOPIC_ID, unsynced=copying.unsynced_upstream(syncs_after_commit=True)
+    )
+    copying.committed_now()
+    # Positions written again with nothing copied since (swept past a marker) still name it.
+    assert copying.unsynced_upstream(syncs_after_commit=True) == 4
+    opened = part()
+    start([opened], FakePositions({0: (5, metadata)}), FakeAdmin({"A.orders": TOPIC_ID}))
+    assert opened.take_trailing_sync() == (4, 4)
+    assert opened.unsynced_upstream(syncs_after_commit=True) == 4  # and the next task's position too
+
+
 # What librdkafka 2.16 said when an unclean leader election left the source log at 50 under a
 # position of 100 (auto.offset.reset=error), seen against a 3-broker cluster here.
 TRUNCATED = (
