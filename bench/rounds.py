@@ -26,32 +26,53 @@ def run_name(name: str, index: int) -> str:
     return name if index == 0 else f"{name}-r{index + 1}"
 
 
+# Counts of what went wrong: the medians keep the worst round's, so a defect in one round shows.
+_WORST_HIGH = frozenset({"missing", "duplicated", "out_of_order", "corrupted", "records_re_read"})
+# Counts of what arrived: the worst round's too.
+_WORST_LOW = frozenset({"received", "delivered", "delivered_fraction", "records_read"})
+_STEADY = ("latency", "latency_many")
+
+
 def medians(rounds: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """One row per contender, in the first round's order: each number the median of the rounds'
-    (a figure a failed round lacks is the median of the others), a yes/no true only if true in
-    every round, anything else (labels, errors) as the first round that has it says."""
-    first = rounds[0]
+    """One row per contender, in the first round's order. Each figure is the median of the rounds'
+    (an even count's lower middle for whole numbers, so counts stay whole), except the counts of
+    what went wrong or arrived, which are the worst round's; a yes/no is true only if true in
+    every round; a result that failed in any round (a catch-up with an error, a steady load that
+    could not be measured) is that failure, not the others' figures."""
     merged = []
-    for row in first:
+    for row in rounds[0]:
         same = [found for rows in rounds for found in rows if found["name"] == row["name"]]
-        merged.append(_merge(same))
+        combined = _merge(same)
+        for key in _STEADY:
+            error = next((found[f"{key}_error"] for found in same if f"{key}_error" in found), None)
+            if error is not None:
+                combined.pop(key, None)
+                combined[f"{key}_error"] = error
+        merged.append(combined)
     return merged
 
 
-def _merge(values: list[Any]) -> Any:
+def _merge(values: list[Any], key: str = "") -> Any:
     present = [value for value in values if value is not None]
     if not present:
         return None
     if all(isinstance(value, dict) for value in present):
-        keys = list(dict.fromkeys(key for value in present for key in value))
-        return {key: _merge([value.get(key) for value in present]) for key in keys}
+        failed = next((value for value in present if "error" in value), None)
+        if failed is not None:
+            return failed
+        keys = list(dict.fromkeys(name for value in present for name in value))
+        return {name: _merge([value.get(name) for value in present], name) for name in keys}
     if all(isinstance(value, bool) for value in present):
         return all(present)
     if all(isinstance(value, int | float) and not isinstance(value, bool) for value in present):
-        middle = statistics.median(present)
-        return (
-            int(middle)
-            if all(isinstance(value, int) for value in present) and middle == int(middle)
-            else middle
-        )
+        return _middle(present, key)
     return present[0]
+
+
+def _middle(numbers: list[float], key: str) -> float:
+    if key in _WORST_HIGH:
+        return max(numbers)
+    if key in _WORST_LOW:
+        return min(numbers)
+    whole = all(isinstance(number, int) for number in numbers)
+    return statistics.median_low(numbers) if whole else statistics.median(numbers)

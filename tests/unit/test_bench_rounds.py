@@ -57,10 +57,35 @@ def test_a_round_that_failed_shows_in_the_medians() -> None:
         [_row("mm2-eos", 500.0), _row("mirror-eos", 100.0, error="stalled at 60%")],
     ]
     merged = medians(rounds)
-    catch_up = merged[0]["catch_up"]["100b"]
-    assert catch_up["complete"] is False
-    assert catch_up["error"] == "stalled at 60%"
-    assert catch_up["records_per_second"] == 3000.0  # the rounds that measured it
+    # The failure, not the other round's figures.
+    assert merged[0]["catch_up"]["100b"] == {"error": "stalled at 60%", "complete": False}
+
+
+def test_a_defect_in_any_round_shows_in_the_medians() -> None:
+    def verdict(duplicated: int, received: int) -> dict[str, Any]:
+        row = _row("mirror-eos", 100.0)
+        row["catch_up"]["100b"]["verdict"] = {"missing": 0, "duplicated": duplicated}
+        row["latency"]["received"] = received
+        return row
+
+    merged = medians([[verdict(0, 100)], [verdict(7, 99)], [verdict(0, 100)]])[0]
+    assert merged["catch_up"]["100b"]["verdict"] == {"missing": 0, "duplicated": 7}
+    assert merged["latency"]["received"] == 99
+
+
+def test_whole_numbers_stay_whole_over_an_even_number_of_rounds() -> None:
+    first, second = _row("mirror-eos", 100.0), _row("mirror-eos", 100.0)
+    first["latency"]["records"], second["latency"]["records"] = 11_999, 12_000
+    assert medians([[first], [second]])[0]["latency"]["records"] == 11_999
+
+
+def test_a_steady_load_that_failed_in_one_round_is_failed_in_the_medians() -> None:
+    failed = _row("mirror-eos", 100.0)
+    del failed["latency"]
+    failed["latency_error"] = "stopped answering"
+    merged = medians([[_row("mirror-eos", 100.0)], [failed]])[0]
+    assert "latency" not in merged
+    assert merged["latency_error"] == "stopped answering"
 
 
 def test_the_report_gives_the_medians_then_each_round_with_its_order() -> None:
