@@ -28,7 +28,6 @@ from pyspark.sql.types import StructType
 from mirror.config.flow_settings import FlowSettings
 from mirror.logs import configure
 from mirror.source.assignment import Assignment, SourcePartition
-from mirror.source.task import run_copy_task
 from mirror.source.task_spec import CopyTaskSpec, TaskSummary
 from mirror.spark.registry import register_for_one_query
 
@@ -119,6 +118,12 @@ class CopyEpochReader(DataSourceStreamReader):
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         if not isinstance(partition, CopyTaskPartition):
             raise TypeError(f"mirror_copy got a {type(partition).__name__}, not a CopyTaskPartition")
+        # Imported here, not with the module: Spark's planner processes import this module (to
+        # unpickle the source, plan reads) and never copy, and the copy path's Kafka libraries
+        # cost them a second or more of each start-up; executors have it preloaded
+        # (mirror.spark.daemon).
+        from mirror.source.task import run_copy_task
+
         configure(self._settings.log_format, self._settings.log_levels, debug=self._settings.log_debug)
         yield astuple(run_copy_task(self._settings, partition.spec))
 
