@@ -15,6 +15,11 @@ every fetch answer tells the end of every partition asked, records or not, and t
 keeps the last one told: a partition is stuck only if that end is still below the one the source
 gave at the previous look, so no fetch answer for it came since. The task then reads it again
 through new consumers (its rewind), at most once per REBUILD_SECONDS.
+
+The cached end also goes stale while librdkafka fetches nothing at all because the task is behind
+on what it fetched (its queue full: a throttled task, a slow target). So a look judges only if a
+read came back empty since the one before: everything fetched had been taken, and librdkafka
+fetches every partition it can.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ class FetchWatch:
         self._every, self._rebuild_every, self._clock = every, rebuild_every, clock
         self._next_look = clock() + every
         self._rebuilt_at = -rebuild_every
+        self._drained = False  # a read came back empty since the last look
         self._seen: dict[Partition, int] = {}  # read positions at the last look
         # The partitions idle at the last look, with their positions then, and their ends as asked then.
         self._asked: tuple[dict[Partition, int], PendingOffsets] | None = None
@@ -56,6 +62,11 @@ class FetchWatch:
     def idle_seconds(self) -> float:
         """The least time a partition found stuck has had records waiting and none read."""
         return 2 * self._every
+
+    def read(self, records: int) -> None:
+        """The task read `records` records (0: nothing was fetched and waiting)."""
+        if records == 0:
+            self._drained = True
 
     def restart(self) -> None:
         """New consumers: what the old ones did (or did not) fetch says nothing of them."""
@@ -71,6 +82,7 @@ class FetchWatch:
         self._next_look = now + self._every
         reads = {(part.topic, part.partition): part.read_position() for part in parts}
         found: list[tuple[PartitionCopy, int]] = []
+        drained, self._drained = self._drained, False
         if self._asked is not None:
             idle, pending = self._asked
             if pending.failed() and self._admin is not None:
@@ -81,7 +93,8 @@ class FetchWatch:
             found = [
                 (part, ends[key])
                 for part in parts
-                if (key := (part.topic, part.partition)) in idle
+                if drained
+                and (key := (part.topic, part.partition)) in idle
                 and reads[key] == idle[key]
                 and ends.get(key, -1) > reads[key]
                 and self._fetched_end(*key) < ends[key]

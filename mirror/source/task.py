@@ -267,6 +267,7 @@ class _CopyTask:
             wait = next_check if batch.opened_at is None else min(next_check, batch.opened_at + interval)
             most = CONSUME_BATCH if self.throttle is None else self.throttle.batch(CONSUME_BATCH)
             messages = next_messages(self.source, most, max(0.0, wait - time.monotonic()))
+            self.watch.read(len(messages))
             if messages:
                 if batch.opened_at is None:
                     batch.opened_at = self._began = time.monotonic()

@@ -66,8 +66,12 @@ class Watched:
     parts: list[PartitionCopy]
     admins: list[SourceAdmin]
 
-    def look(self) -> list[tuple[str, int, int]]:
-        """One look WATCH seconds after the last: what it found stuck, as (topic, partition, end)."""
+    def look(self, *, drained: bool = True) -> list[tuple[str, int, int]]:
+        """One look WATCH seconds after the last, a read having come back empty meanwhile unless
+        `drained` is false: what it found stuck, as (topic, partition, end)."""
+        self.watch.read(5)
+        if drained:
+            self.watch.read(0)
         self.clock.now += 10
         return [(part.topic, part.partition, end) for part, end in self.watch.stuck(self.parts)]
 
@@ -125,6 +129,15 @@ def test_a_partition_fetched_but_starved_in_a_catch_up_is_not_stuck() -> None:
     watched = _watched({0: 10, 1: 25, 2: 10}, fetched={1: 25})
     for _ in range(5):
         assert watched.look() == []
+
+
+def test_nothing_is_stuck_while_the_task_is_behind_on_what_it_fetched() -> None:
+    # A throttled task, a slow target: librdkafka's queue stays full and it fetches nothing at all,
+    # so every cached end goes stale; no read came back empty, and nothing is judged.
+    watched = _watched({0: 10, 1: 25, 2: 10})
+    for _ in range(5):
+        assert watched.look(drained=False) == []
+    assert watched.look() == [("t", 1, 25)]  # it took everything fetched: now it is judged
 
 
 def test_a_partition_at_its_end_is_not_stuck() -> None:
