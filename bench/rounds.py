@@ -1,9 +1,9 @@
 """Several rounds of one bench run, the contenders' order alternating, and their medians.
 
-Who runs first is not neutral: at 1,000 partitions under a steady load, single runs of nearby
-commits on this 2-core machine measured mirror's p99 at 2.1x MM2's with mirror first and 0.6x
-with MM2 first. A comparison taken in both orders, and reported as medians beside each round's
-own figures, says how much of a ratio is the order.
+Who runs first is not neutral: at 1,000 partitions under a steady load, one run of two rounds on
+this 2-core machine measured mirror's p99 at 1.66x MM2's with mirror first and 0.54x with MM2
+first (bench/results/20261128T220110Z-quick-2rounds.md). A comparison taken in both orders, and
+reported as medians beside each round's own figures, says how much of a ratio is the order.
 """
 
 from __future__ import annotations
