@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirror.flow.tail import PartitionTail
+from mirror.kafka.clients import COORDINATOR_CODES
 from mirror.kafka.wire import Checkpoint
 from tests.checkpoint_flow import offset_syncs_of
 from tests.helpers import assert_eventually, create_topic, run_seed, unique_name
@@ -31,6 +33,22 @@ def _produce_steadily(cluster: KafkaCluster, topic: str, stop: threading.Event) 
         producer.poll(0)
         stop.wait(0.05)  # ~1,000 records/s
     assert producer.flush(30) == 0
+
+
+def _commit(consumer: Consumer, position: TopicPartition) -> None:
+    """Commit as an application does: a group coordinator still loading (the cluster's offsets topic
+    just made, on a busy machine) or moving is asked again, as the Java consumer does by itself."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            consumer.commit(offsets=[position], asynchronous=False)
+            return
+        except KafkaException as exc:
+            error = exc.args[0]
+            moving = error.code() in COORDINATOR_CODES or error.retriable()
+            if not moving or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def _consume_steadily(
@@ -61,7 +79,7 @@ def _consume_steadily(
             good = [m for m in messages if m.error() is None]
             if good:
                 position = good[-1].offset() + 1
-                consumer.commit(offsets=[TopicPartition(topic, 0, position)], asynchronous=False)
+                _commit(consumer, TopicPartition(topic, 0, position))
                 commits.append(position)
             stop.wait(0.1)
         drain.wait(120)
@@ -71,7 +89,7 @@ def _consume_steadily(
             good = [m for m in consumer.consume(1000, timeout=1) if m.error() is None]
             if good:
                 position = good[-1].offset() + 1
-        consumer.commit(offsets=[TopicPartition(topic, 0, position)], asynchronous=False)
+        _commit(consumer, TopicPartition(topic, 0, position))
         commits.append(position)
     finally:
         consumer.close()
