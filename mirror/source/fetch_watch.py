@@ -58,15 +58,19 @@ class FetchWatch:
         # The partitions idle at the last look, with their positions then, and their ends as asked then.
         self._asked: tuple[dict[Partition, int], PendingOffsets] | None = None
 
-    @property
-    def idle_seconds(self) -> float:
-        """The least time a partition found stuck has had records waiting and none read."""
-        return 2 * self._every
-
     def read(self, records: int) -> None:
         """The task read `records` records (0: nothing was fetched and waiting)."""
         if records == 0:
             self._drained = True
+
+    def describe(self, flow: str, stuck: Sequence[tuple[PartitionCopy, int]]) -> str:
+        """The console line for partitions `stuck` returned."""
+        part, end = stuck[0]
+        return (
+            f"flow {flow}: {len(stuck)} partitions had records on the source but none read for "
+            f"{2 * self._every:g}s or more (e.g. {part.topic}-{part.partition} at "
+            f"{part.read_position()}, end {end}); reading them through new consumers"
+        )
 
     def restart(self) -> None:
         """New consumers: what the old ones did (or did not) fetch says nothing of them."""

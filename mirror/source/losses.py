@@ -6,6 +6,7 @@ truncated the log). Either is counted and reported, never passed over in silence
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping, Sequence
 
 from confluent_kafka import Consumer, KafkaError
 from confluent_kafka.admin import AdminClient
@@ -17,10 +18,44 @@ from mirror.kafka.offsets import high_watermarks, truncation_point
 from mirror.kafka.transactions import RetriableError
 from mirror.source.partition_copy import PartitionCopy
 from mirror.source.partition_reads import watermarks
+from mirror.source.record_copy import ConsumeError
 from mirror.source.start import Report, seek_to_position
 from mirror.source.stats import TaskStats
 
 log = logging.getLogger(__name__)
+
+
+def handle_consume_errors(
+    settings: FlowSettings,
+    errors: Sequence[ConsumeError],
+    sinks: Mapping[tuple[str, int], PartitionCopy],
+    reader_of: Callable[[str, int], Consumer],
+    admin: AdminClient,
+    *,
+    stats: TaskStats,
+    report: Report,
+) -> None:
+    """A copy task's consume errors: records gone from the source are reported and skipped per
+    `on_source_truncation`; retriable ones are librdkafka's to retry; any other stops the task."""
+    for error in errors:
+        part = sinks[(error.topic, error.partition)]
+        if error.out_of_range:
+            resume_after_lost_records(
+                settings,
+                part,
+                error.error,
+                reader_of(part.topic, part.partition),
+                admin,
+                stats=stats,
+                report=report,
+            )
+        elif error.retriable:
+            # librdkafka keeps fetching the partition (a leader moving, a topic being deleted
+            # that the next topic refresh drops from the assignment); the others copy on.
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s: %s", part.where(), error, extra=part.log_fields())
+        else:
+            raise error.classified()
 
 
 def resume_after_lost_records(

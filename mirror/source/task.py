@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass
 from typing import Literal
 
 from confluent_kafka import Consumer
@@ -38,7 +37,7 @@ from mirror.kafka.transactions import AbortableError, RetriableError
 from mirror.logs import log_context, partition_names
 from mirror.source.clients import RareClients, positions_reader, source_admin, source_reader, sync_writer
 from mirror.source.fetch_watch import FetchWatch
-from mirror.source.losses import resume_after_lost_records
+from mirror.source.losses import handle_consume_errors
 from mirror.source.partition_copy import PartitionCopy
 from mirror.source.record_copy import ConsumeError, consumer_positions, copy_messages, next_messages
 from mirror.source.start import read_positions, start_of
@@ -47,7 +46,7 @@ from mirror.source.task_producers import TaskProducers
 from mirror.source.task_reports import TaskReports
 from mirror.source.task_spec import CopyTaskSpec, TaskSummary
 from mirror.source.throttle import Throttle
-from mirror.source.transaction import RemoteRecreatedError, commit_moved, needs_commit
+from mirror.source.transaction import OpenTransaction, RemoteRecreatedError, commit_moved, needs_commit
 
 log = logging.getLogger(__name__)
 
@@ -95,15 +94,6 @@ def _owned(spec: CopyTaskSpec) -> dict[str, list[str]]:
     return {"partitions": partition_names(spec.partitions)}
 
 
-@dataclass
-class _Batch:
-    """The open transaction, as the copy loop counts it."""
-
-    opened_at: float | None = None  # when it took its first record (or swept position)
-    records: int = 0
-    size: int = 0
-
-
 class _CopyTask:
     def __init__(self, settings: FlowSettings, spec: CopyTaskSpec) -> None:
         self.settings, self.spec = settings, spec
@@ -132,7 +122,7 @@ class _CopyTask:
         self._began = time.monotonic()  # when the open transaction began
         self.reports = TaskReports(self.stats)
         self.watch = FetchWatch(lambda: source_admin(settings), self.source.fetched_end)
-        self._batch = _Batch()
+        self._batch = OpenTransaction()
 
     def __enter__(self) -> _CopyTask:
         return self
@@ -244,7 +234,7 @@ class _CopyTask:
 
     def _copy(self) -> str:
         interval = self.settings.commit_interval_ms / 1000
-        self._batch = _Batch()
+        self._batch = OpenTransaction()
         next_check = held_until = time.monotonic()
         while True:
             now = time.monotonic()
@@ -314,7 +304,7 @@ class _CopyTask:
         return None
 
     def _commit(self) -> None:
-        self._batch = _Batch()
+        self._batch = OpenTransaction()
         self.writers.begin()  # a commit may come with nothing copied (positions swept) and still writes
         touched = [part for part in self.parts if part.upstream]
         if not touched:
@@ -342,12 +332,7 @@ class _CopyTask:
     def _read_again(self, stuck: list[tuple[PartitionCopy, int]]) -> None:
         """Partitions whose consumer stopped fetching them (mirror.source.fetch_watch): every
         partition is read again from its committed position, through new consumers."""
-        part, end = stuck[0]
-        message = (
-            f"flow {self.settings.name}: {len(stuck)} partitions had records on the source but none "
-            f"read for {self.watch.idle_seconds:g}s or more (e.g. {part.topic}-{part.partition} at "
-            f"{part.read_position()}, end {end}); reading them through new consumers"
-        )
+        message = self.watch.describe(self.settings.name, stuck)
         log.warning(message, extra=_owned(self.spec))
         self.reports.report("rebuilt", message)
         self._rewind()
@@ -359,25 +344,15 @@ class _CopyTask:
             part.swept_to(position, epoch)
 
     def _handle(self, errors: list[ConsumeError]) -> None:
-        for error in errors:
-            part = self.sinks[(error.topic, error.partition)]
-            if error.out_of_range:
-                resume_after_lost_records(
-                    self.settings,
-                    part,
-                    error.error,
-                    self.source.reader_of(part.topic, part.partition),
-                    self.rare.source_admin,
-                    stats=self.stats.current,
-                    report=self.reports.report,
-                )
-            elif error.retriable:
-                # librdkafka keeps fetching the partition (a leader moving, a topic being deleted
-                # that the next topic refresh drops from the assignment); the others copy on.
-                if log.isEnabledFor(logging.DEBUG):
-                    log.debug("%s: %s", part.where(), error, extra=part.log_fields())
-            else:
-                raise error.classified()
+        handle_consume_errors(
+            self.settings,
+            errors,
+            self.sinks,
+            self.source.reader_of,
+            self.rare.source_admin,
+            stats=self.stats.current,
+            report=self.reports.report,
+        )
 
     def _state(self) -> State:
         """What the flow mark says of this task: FlowTakenOverError if another instance owns the flow."""

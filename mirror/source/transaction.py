@@ -80,6 +80,15 @@ class Writers:
     times: CommitTimes = field(default_factory=CommitTimes)
 
 
+@dataclass
+class OpenTransaction:
+    """The open transaction, as a copy task's loop counts it."""
+
+    opened_at: float | None = None  # when it took its first record (or swept position)
+    records: int = 0
+    size: int = 0
+
+
 def commit_moved(
     settings: FlowSettings,
     parts: Sequence[PartitionCopy],

@@ -33,6 +33,7 @@ from mirror.source.positions import (
 from mirror.source.start import read_positions
 from mirror.source.stats import TaskStats
 from tests.unit.flows import flow_a_to_b
+from tests.unit.futures import done
 
 TOPIC_ID = "AAAAAAAAAAEAAAAAAAAAAg"
 NEW_TOPIC_ID = "AAAAAAAAAAMAAAAAAAAABA"
@@ -69,15 +70,6 @@ class FakePositions:
         return answer
 
 
-def _done(value: Any) -> Future[Any]:
-    future: Future[Any] = Future()
-    if isinstance(value, BaseException):
-        future.set_exception(value)
-    else:
-        future.set_result(value)
-    return future
-
-
 @dataclass
 class FakeAdmin:
     """Topic IDs, and ends per partition: the log's end (read_uncommitted) and the read_committed
@@ -95,9 +87,9 @@ class FakeAdmin:
 
     def describe_topics(self, topics: Any, **_: object) -> dict[str, Future[Any]]:
         return {
-            name: _done(SimpleNamespace(topic_id=self.ids[name]))
+            name: done(SimpleNamespace(topic_id=self.ids[name]))
             if name in self.ids
-            else _done(KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)))
+            else done(KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)))
             for name in topics.topic_names
         }
 
@@ -110,7 +102,7 @@ class FakeAdmin:
                 offset = self.earliest
             else:
                 offset = (self.stable if committed else self.end).get(tp.partition, 0)
-            answers[tp] = _done(SimpleNamespace(offset=offset))
+            answers[tp] = done(SimpleNamespace(offset=offset))
         return answers
 
 

@@ -15,15 +15,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from mirror.source.fetch_watch import FetchWatch
 from mirror.source.partition_copy import PartitionCopy
-
-
-def _done(value: Any) -> Future[Any]:
-    future: Future[Any] = Future()
-    if isinstance(value, Exception):
-        future.set_exception(value)
-    else:
-        future.set_result(value)
-    return future
+from tests.unit.futures import done
 
 
 @dataclass
@@ -43,12 +35,12 @@ class SourceAdmin:
     def _answer(self, partition: int) -> Future[Any]:
         how = self.leaderless.get(partition)
         if how == "error":
-            return _done(KafkaException(KafkaError(KafkaError.LEADER_NOT_AVAILABLE)))
+            return done(KafkaException(KafkaError(KafkaError.LEADER_NOT_AVAILABLE)))
         if how == "no offset":
-            return _done(SimpleNamespace(offset=-1001))
+            return done(SimpleNamespace(offset=-1001))
         if how == "pending":
             return Future()
-        return _done(SimpleNamespace(offset=self.ends.get(partition, 0)))
+        return done(SimpleNamespace(offset=self.ends.get(partition, 0)))
 
 
 class Clock:

@@ -11,6 +11,7 @@ from mirror.config.flow_settings import FlowSettings
 from mirror.errors import NotAuthorizedError
 from mirror.kafka.transactions import RetriableError
 from mirror.source import offsets_admin
+from tests.unit.flows import flow_a_to_b
 
 
 class Reader:
@@ -19,19 +20,7 @@ class Reader:
 
 
 def _settings() -> FlowSettings:
-    return FlowSettings(
-        source="A",
-        target="B",
-        source_consumer={},
-        source_admin={},
-        source_producer={},
-        target_producer={},
-        target_consumer={},
-        target_admin={},
-        topics=[],
-        topics_exclude=[],
-        offsets_topic="mm2-offsets.A.internal",
-    )
+    return flow_a_to_b([], offsets_topic="mm2-offsets.A.internal")
 
 
 def _reading(monkeypatch: pytest.MonkeyPatch, error: Exception) -> None:
