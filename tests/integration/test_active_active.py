@@ -149,7 +149,12 @@ def test_a_group_fails_over_to_the_other_cluster_and_back_by_translated_offsets(
     consume_and_commit(b, group, local_b, 0, 700)
 
     # Failback to A: B's checkpoints of the group come back through the reverse flow, so on A it
-    # resumes the copy of B's topic exactly where it stopped on B.
+    # resumes the copy of B's topic exactly where it stopped on B. Exactly only once the reverse
+    # flow synced B's record 699 (the trailing sync of a quiet partition), so the 100 records
+    # written after it come once that sync is in: had the flow found the topic late and copied
+    # all 800 at once, its syncs (0, 101, ..., 707, 799) put 700 at 607, MM2's translation too.
+    both_ways.wait_until_copied(b, a, [local_b])
+    both_ways.wait_until_synced(b, a, group, local_b, expected=700)
     produce(b, local_b, values("b", 700, 800))
     both_ways.wait_until_copied(b, a, [local_b])
     both_ways.wait_until_synced(b, a, group, local_b, expected=700)
