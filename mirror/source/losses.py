@@ -32,11 +32,15 @@ def handle_consume_errors(
     reader_of: Callable[[str, int], Consumer],
     admin: AdminClient,
     *,
-    stats: TaskStats,
+    stats: Callable[[], TaskStats],
     report: Report,
 ) -> None:
     """A copy task's consume errors: records gone from the source are reported and skipped per
-    `on_source_truncation`; retriable ones are librdkafka's to retry; any other stops the task."""
+    `on_source_truncation`; retriable ones are librdkafka's to retry; any other stops the task.
+
+    `stats` gives the task's stats being gathered now, asked anew per error: each report sends
+    them and starts new ones, so a second partition's loss counted into the first one's would
+    never reach the driver (an unclean election on two partitions counted one)."""
     for error in errors:
         part = sinks[(error.topic, error.partition)]
         if error.out_of_range:
@@ -46,7 +50,7 @@ def handle_consume_errors(
                 error.error,
                 reader_of(part.topic, part.partition),
                 admin,
-                stats=stats,
+                stats=stats(),
                 report=report,
             )
         elif error.retriable:

@@ -350,7 +350,7 @@ class _CopyTask:
             self.sinks,
             self.source.reader_of,
             self.rare.source_admin,
-            stats=self.stats.current,
+            stats=lambda: self.stats.current,
             report=self.reports.report,
         )
 
