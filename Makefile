@@ -40,16 +40,14 @@ demo: setup
 	$(BIN)/mirror run mm2.local.yaml
 
 # `make test` spreads the modules over this many processes, a whole module each at a time (its
-# module fixtures start once), longest first (tests/module_seconds.py), each process with its own
-# session clusters; 0 runs them in this one.
+# module fixtures start once), each process with its own session clusters; 0 runs them in this one.
 TEST_WORKERS ?= 2
 
 ## test: the whole suite, integration tests included (they start their own brokers); the solo modules run last, alone
 test: setup toxiproxy
 	@status=0; \
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not solo and not soak" \
-		--junitxml=.pytest-reports/parallel.xml || status=$$?; \
-	$(BIN)/python -m pytest -m "solo and not soak" --junitxml=.pytest-reports/solo.xml || status=$$?; \
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not solo and not soak" || status=$$?; \
+	$(BIN)/python -m pytest -m "solo and not soak" || status=$$?; \
 	exit $$status
 
 ## test-unit: pure-Python tests only, seconds

@@ -6,7 +6,6 @@ import pytest
 from hypothesis import settings
 
 from tests.kafka_backends import KafkaCluster, choose_backend
-from tests.module_seconds import module_order, recorded
 
 # Properties are about results, never about how fast an example runs on a loaded CI machine.
 settings.register_profile("mirror", deadline=None)
@@ -29,11 +28,3 @@ def source_cluster(kafka_clusters: list[KafkaCluster]) -> KafkaCluster:
 @pytest.fixture(scope="session")
 def target_cluster(kafka_clusters: list[KafkaCluster]) -> KafkaCluster:
     return kafka_clusters[1]
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Modules longest first (tests.module_seconds), each module's tests in their own order: with
-    `--dist loadfile --no-loadscope-reorder` the workers take whole modules in this order."""
-    modules = list(dict.fromkeys(item.nodeid.split("::")[0] for item in items))
-    rank = {module: index for index, module in enumerate(module_order(modules, recorded()))}
-    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])  # stable: a module keeps its order
