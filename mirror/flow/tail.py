@@ -41,7 +41,7 @@ class PartitionTail:
             "group.id": "mirror-tail",  # never commits; librdkafka wants a group for assign()
             "enable.auto.commit": "false",
             "enable.auto.offset.store": "false",
-            "fetch.wait.max.ms": "50",
+            "fetch.wait.max.ms": "500",
         }
         self.topic, self.partition = topic, partition
         # librdkafka asks for end offsets at the consumer's isolation level; the high watermark
