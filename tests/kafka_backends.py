@@ -64,8 +64,9 @@ def local_clusters(aliases: tuple[str, ...], root: Path) -> Iterator[list[KafkaC
     try:
         yield [KafkaCluster(b.spec.alias, b.bootstrap_servers, libs, b) for b in brokers]
     finally:
+        # Their data is thrown away: SIGKILL, not a controlled shutdown while the machine is busy.
         for broker in brokers:
-            broker.stop()
+            broker.kill()
 
 
 @contextmanager

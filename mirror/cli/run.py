@@ -32,9 +32,11 @@ def _run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     from mirror.config import load_config
-    from mirror.runner.supervisor import Supervisor
 
     config = load_config(args.config)
+    # Only now: a config error is said before Spark and the Kafka clients are imported (~0.7 s).
+    from mirror.runner.supervisor import Supervisor
+
     configure(args.log_format, config.logging, debug=args.debug)
     out = _progress_lines(args.log_format)
     return Supervisor(config, out=out, stop=stop, log_format=args.log_format, log_debug=args.debug).run()

@@ -64,7 +64,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KafkaClu
         )
     finally:
         for broker in brokers:
-            broker.stop()
+            broker.kill()  # their data is thrown away: no controlled shutdown
 
 
 def sasl_clusters(user: str, password: str | None = None) -> dict[str, dict[str, object]]:
