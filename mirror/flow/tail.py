@@ -41,6 +41,8 @@ class PartitionTail:
             "group.id": "mirror-tail",  # never commits; librdkafka wants a group for assign()
             "enable.auto.commit": "false",
             "enable.auto.offset.store": "false",
+            # Java's default, as MM2's consumers have: a tail stays assigned between rounds, and
+            # at 50 ms an idle one fetched 20 times a second (catch_up reads to an end it knows).
             "fetch.wait.max.ms": "500",
         }
         self.topic, self.partition = topic, partition
