@@ -203,8 +203,7 @@ class LocalBroker:
         return java
 
     def _jvm_args(self, *, tool: bool = False) -> list[str]:
-        """`tool`: a run of seconds (StorageTool), C1 only: C2 would compile for a peak it never
-        reaches, on cores the brokers starting beside it need (1.9 -> 1.0 CPU-seconds measured)."""
+        """`tool`: a run of seconds (StorageTool) on C1 alone, C2's compiles wasted (1.9 -> 1.0 CPU-s)."""
         log4j = resources.files("mirror.local") / "log4j2.properties"
         return [
             self._java(),
