@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 from confluent_kafka.admin import AdminClient
 
-from bench import ceiling, measure, processes, report, rounds, steady, workloads
+from bench import ceiling, measure, processes, report, rounds, steady, warm_up, workloads
 from bench.contenders import CONTENDERS, Clusters, Contender, Stoppable, start_clusters
 from bench.measure import wait_for
 from mirror.local.broker import LocalBroker
@@ -162,7 +162,7 @@ def _run_many(
     contender starts once the brokers have closed the deleted partitions' files: at 10,000
     partitions, a target still holding the last contender's ran out of open files.
     """
-    pids = [broker.pid for broker in brokers if isinstance(broker, LocalBroker) and broker.pid]
+    pids = _broker_pids(brokers)
     files_before = [processes.open_files(pid) for pid in pids]
     many = mode.many
     workload, load = many.catch_up, many.steady
@@ -217,6 +217,19 @@ def _run_many(
     )
     _delete_topics(clusters.source, steady_topics.names)
     _say(f"{contender.label}: waiting for the brokers to close the deleted partitions' files")
+    cleanup_error = _wait_for_closed_files(pids, files_before)
+    if cleanup_error is not None:
+        row["cleanup_error"] = cleanup_error  # the next contender may then fail: its row will say so
+
+
+def _broker_pids(brokers: list[Stoppable]) -> list[int]:
+    return [broker.pid for broker in brokers if isinstance(broker, LocalBroker) and broker.pid]
+
+
+def _wait_for_closed_files(pids: list[int], files_before: list[int]) -> str | None:
+    """Wait until the brokers hold about as many open files as before topics were made and
+    deleted: at 10,000 partitions, a target still holding the last contender's ran out of them.
+    The error if they did not in time (said, not raised: the next contender's row will show it)."""
     try:
         wait_for(
             lambda: all(
@@ -228,8 +241,34 @@ def _run_many(
             lambda: None,
         )
     except measure.ContenderFailedError as exc:
-        row["cleanup_error"] = str(exc)  # the next contender may then fail: its row will say so
         _say(f"  {exc}")
+        return str(exc)
+    return None
+
+
+def _warm_up(
+    clusters: Clusters, mode: workloads.Mode, work: Path, brokers: list[Stoppable], seconds: int
+) -> dict[str, Any]:
+    """bench.warm_up, its topics deleted after it: what the results say of it."""
+    pids = _broker_pids(brokers)
+    files_before = [processes.open_files(pid) for pid in pids]
+    layout = mode.many.catch_up.topic_set
+    _say(
+        f"warm-up, unmeasured: the floor copies {mode.many.steady.rate:,} records/s over "
+        f"{layout.total:,} partitions for {seconds} s"
+    )
+    outcome: dict[str, Any] = {"seconds": seconds}
+    try:
+        outcome["latency"], source_topics, target_topics = warm_up.warm_up(clusters, mode, work, seconds)
+    except measure.ContenderFailedError as exc:
+        outcome["error"] = str(exc)
+        _say(f"  warm-up failed, the contenders run anyway: {exc}")
+        return outcome
+    _say(f"  latency {outcome['latency']}")
+    _delete_topics(clusters.target, target_topics)
+    _delete_topics(clusters.source, source_topics)
+    _wait_for_closed_files(pids, files_before)
+    return outcome
 
 
 def _steady(
@@ -311,6 +350,14 @@ def _options() -> tuple[argparse.Namespace, list[tuple[str, Any]]]:
         help="a flow setting for the mirror contenders (a YAML value), e.g. tasks_max=8; repeatable",
     )
     parser.add_argument(
+        "--warm-up",
+        type=int,
+        default=warm_up.WARM_UP_SECONDS,
+        metavar="SECONDS",
+        help="before the first contender, the floor copies the many-partitions steady load this long, "
+        "unmeasured, so no contender meets brokers just started (0: none)",
+    )
+    parser.add_argument(
         "--mm2-premade-topics",
         action="store_true",
         help="make MM2's remote topics before it starts (it cannot make 10,000 partitions itself)",
@@ -322,6 +369,8 @@ def _options() -> tuple[argparse.Namespace, list[tuple[str, Any]]]:
         if not equals or not key:
             parser.error(f"--mirror-flow takes KEY=VALUE, e.g. tasks_max=8, not {setting!r}")
         overrides.append((key, yaml.safe_load(value)))
+    if args.warm_up < 0:
+        parser.error(f"--warm-up takes a number of seconds, 0 for none, not {args.warm_up}")
     if args.rounds < 1:
         parser.error(f"--rounds takes a positive number of rounds, not {args.rounds}")
     if args.huge and args.brokers > 1:
@@ -369,6 +418,7 @@ def main() -> int:
                 f"{layout.topics} topic(s) x {layout.partitions} partitions ({layout.pattern})"
             )
             workloads.seed(clusters.source, workload)
+        warmed = _warm_up(clusters, mode, work, brokers, args.warm_up) if args.warm_up else None
         for index in range(args.rounds):
             if args.rounds > 1:
                 _say(f"round {index + 1} of {args.rounds}: {', '.join(rounds.order(names, index))}")
@@ -417,6 +467,7 @@ def main() -> int:
             **_steady_description(mode.many.steady, mode.many.catch_up.topic_set.total),
         },
         "checkpoint_seconds": mode.checkpoint_seconds,
+        "warm_up": warmed,
         "contenders": rounds.medians(played_rounds),
     }
     if args.rounds > 1:

@@ -59,7 +59,7 @@ async def _commit(
     for (topic, partition), offset in moved.items():
         sent.append(
             await producer.send(
-                _offsets_topic(alias), value=b"%d" % offset, key=f"{topic}:{partition}".encode()
+                offsets_topic(alias), value=b"%d" % offset, key=f"{topic}:{partition}".encode()
             )
         )
     # aiokafka commits a transaction whose batch failed for good (it only flushes): the records'
@@ -71,7 +71,7 @@ async def _commit(
     await producer.begin_transaction()
 
 
-def _offsets_topic(alias: str) -> str:
+def offsets_topic(alias: str) -> str:
     return f"bench-floor-{alias}-offsets"
 
 
@@ -123,7 +123,7 @@ def main(argv: list[str]) -> int:
         args.target,
         args.alias,
         topics,
-        also=((_offsets_topic(args.alias), 1, {"cleanup.policy": "compact"}),),
+        also=((offsets_topic(args.alias), 1, {"cleanup.policy": "compact"}),),
     )
     consumer = source_consumer(args.source, args.alias)
     try:

@@ -44,6 +44,22 @@ def _number(value: float | None, digits: int = 0) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
+def _warm_up_line(warmed: dict[str, Any], load: dict[str, Any]) -> str:
+    """What the brokers served before the first contender (bench.warm_up)."""
+    what = (
+        f"Warm-up, unmeasured: the floor copied {load['rate']:,} records/s over {load['partitions']:,} "
+        f"partitions for {warmed['seconds']} s before the first contender"
+    )
+    if "error" in warmed:
+        return f"{what}, and failed: {warmed['error']}"
+    latency = warmed["latency"]
+    return f"{what} (its p50/p99 {_ms(latency.get('p50_ms'))}/{_ms(latency.get('p99_ms'))} ms)."
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
 def markdown(results: dict[str, Any]) -> str:
     rows = {row["name"]: row for row in results["contenders"]}
     lines = [
@@ -56,6 +72,9 @@ def markdown(results: dict[str, Any]) -> str:
         + f"{results['machine']['cpus']} CPUs, Kafka {results['kafka_version']}, "
         f"mirror {results['mirror_commit']}, {results['started']}.",
     ]
+    warmed = results.get("warm_up")
+    if warmed:
+        lines += ["", _warm_up_line(warmed, results["steady_many"])]
     played = results.get("rounds", [])
     if played:
         orders = "; ".join(f"{index}: {', '.join(r['order'])}" for index, r in enumerate(played, 1))
