@@ -52,8 +52,6 @@ log = logging.getLogger(__name__)
 
 CONSUME_BATCH = 10_000
 CHECK_SECONDS = 0.5  # how often the task reads the flow mark and sweeps consumer positions
-MAX_TRANSACTION_RECORDS = 50_000
-MAX_TRANSACTION_BYTES = 32 * 1024 * 1024
 # A task that has committed nothing for this long, over at least MIN_FAILURES tries, fails; Spark
 # retries it, and after that the supervisor restarts the query with backoff.
 STALL_SECONDS = 120.0
@@ -269,11 +267,7 @@ class _CopyTask:
                 batch.size += copied_bytes
                 if self.throttle is not None:
                     held_until = self.throttle.charge(copied_bytes, len(messages))
-            if batch.opened_at is not None and (
-                time.monotonic() - batch.opened_at >= interval
-                or batch.records >= MAX_TRANSACTION_RECORDS
-                or batch.size >= MAX_TRANSACTION_BYTES
-            ):
+            if batch.due(time.monotonic(), interval, behind=len(messages) >= most):
                 self._commit()
             self.stats.maybe_send()
 
