@@ -4,7 +4,8 @@ The task owns a fixed set of source partitions for its generation. It consumes t
 one consumer and writes through one or more producers (FlowSettings.task_producers), each owning
 a share of the partitions, whose transactional ids belong to the task slot, so opening the task
 fences every older holder of them (a retried Spark task, the previous epoch, a zombie). Every
-`commit_interval_ms` it commits what it copied (mirror.source.transaction).
+`commit_interval_ms` it commits what it copied (up to a second apart while it is behind:
+mirror.source.transaction.OpenTransaction.due).
 
 It ends when the epoch's window runs out, when the flow mark names a newer generation (the
 assignment changed) or says the owner is stopping, and raises FlowTakenOverError when another

@@ -1,8 +1,8 @@
-"""When the packing producer hands a transaction's records to its loop: in chunks while a few
-partitions carry many records each (a catch-up streams out as it is read), and only at the flush
-while the records are spread a few per partition over many (each partition's in one batch, so a
-commit waits for one produce request, not one per chunk). Built without a broker: only the
-hand-over is the point."""
+"""When the packing producer hands a transaction's records to its loop: in chunks while partitions
+carrying many records each hold at least half of them (a catch-up streams out as it is read), and
+only at the flush while the records are spread a few per partition over many (each partition's in
+one batch, as aiokafka's Python pays per batch). Built without a broker: only the hand-over is the
+point."""
 
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ def _producer() -> tuple[PackingProducer, _Loop]:
     producer._loop = loop  # type: ignore[assignment]
     producer._queue = SimpleNamespace(put_nowait=None)  # type: ignore[assignment]
     producer._pending = []
-    producer._pending_partitions = set()
+    producer._pending_counts = {}
+    producer._pending_thick = 0
     producer._broken = None
     producer._outstanding = 0
     producer._settled = threading.Condition()
@@ -55,9 +56,22 @@ def test_records_spread_thin_over_many_partitions_wait_for_the_flush() -> None:
     assert loop.chunks == [records]
 
 
-def test_a_thin_load_that_thickens_goes_out_once_its_partitions_average_the_bar() -> None:
+def test_a_thin_load_that_thickens_goes_out_once_its_partitions_reach_the_bar() -> None:
     producer, loop = _producer()
     partitions = 100
+    below_the_bar = (CHUNK_RECORDS_PER_PARTITION - 1) * partitions
     for index in range(CHUNK_RECORDS_PER_PARTITION * partitions):
         producer.produce("t", b"v", partition=index % partitions)
-    assert loop.chunks == [CHUNK_RECORDS_PER_PARTITION * partitions]
+        if index < below_the_bar:
+            assert loop.chunks == []
+    assert len(loop.chunks) == 1  # once half of the partitions reached the bar
+
+
+def test_a_few_hot_partitions_among_many_thin_ones_still_stream() -> None:
+    producer, loop = _producer()
+    for thin in range(2 * CHUNK_RECORDS):  # one record each in 4,000 partitions: held
+        producer.produce("thin", b"v", partition=thin)
+    assert loop.chunks == []
+    for index in range(3 * CHUNK_RECORDS):  # then a catch-up of 4 partitions
+        producer.produce("hot", b"v", partition=index % 4)
+    assert loop.chunks, "the hot partitions' records were held until the flush"
