@@ -96,8 +96,7 @@ class FlowConfig(FrozenModel):
     # Whose producer copy tasks write through (mirror.kafka.packing_producer says when each wins);
     # None: chosen by `mirror run` (mirror.runner.copy_producer).
     copy_producer: Literal["librdkafka", "aiokafka"] | None = None
-    # A copy task commits a transaction this often (sooner when one grows large; up to 1 s apart
-    # while the task is behind: mirror.source.transaction.OpenTransaction.due).
+    # A copy task commits a transaction this often (and sooner when one grows large).
     commit_interval_ms: Annotated[int, Field(ge=1, le=60_000)] = 100
     # The most key and value bytes per second the flow copies, shared equally by its copy tasks.
     throttle_bytes_per_second: float | None = None

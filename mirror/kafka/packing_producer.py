@@ -42,16 +42,11 @@ from mirror.kafka.event_loop import process_loop
 from mirror.kafka.partition_sender import PartitionSender
 from mirror.kafka.produced import Delivered, Produced
 
-# A chunk goes to the loop once this many records wait, at least half of them in partitions with
-# CHUNK_RECORDS_PER_PARTITION or more waiting, and at every flush() (and, without a transaction,
-# every poll()): a transaction's records are readable only once it commits, so holding a thin
-# load's records until the commit's flush puts each partition's in one batch, while a catch-up of
-# few partitions (or a few hot ones among many thin) streams out as it comes. A batch costs
-# aiokafka's Python about as much as its records: 50,000 records over 2,500 partitions, handed
-# over 2,000 at a time, made up to 25 batches a partition and flushed in 0.7-1.6 s, against
-# 0.3-0.6 s in one batch each (an idle single broker).
+# A chunk goes to the loop once this many records wait, and at every flush() (and, without a
+# transaction, every poll()): a transaction's records are readable only once it commits, so
+# holding a thin load's records until the commit's flush puts each partition's in one batch,
+# while a catch-up's stream out as they come.
 CHUNK_RECORDS = 2_000
-CHUNK_RECORDS_PER_PARTITION = 50
 BATCH_BYTES = 512 * 1024
 GRACE_SECONDS = 5.0  # past a call's own timeout, before the producer counts as stuck
 STOP_SECONDS = 5.0
@@ -79,8 +74,6 @@ class PackingProducer:
         self._group_id = group_id
         self._transactional = transactional_id is not None
         self._pending: list[Produced] = []  # produced, not yet handed to the loop
-        self._pending_counts: dict[tuple[str, int], int] = {}  # per partition (-1: placed by key)
-        self._pending_thick = 0  # in partitions with CHUNK_RECORDS_PER_PARTITION or more
         self._reports: deque[tuple[Sequence[Produced], KafkaError | None, int]] = deque()
         self._outstanding = 0  # handed to the loop, not yet reported
         self._settled = threading.Condition()
@@ -108,12 +101,7 @@ class PackingProducer:
         if self._broken is not None:
             raise KafkaException(self._broken)
         self._pending.append(Produced(topic, partition, key, value, timestamp, headers, on_delivery))
-        counts, place = self._pending_counts, (topic, partition)
-        count = counts[place] = counts.get(place, 0) + 1
-        if count >= CHUNK_RECORDS_PER_PARTITION:
-            self._pending_thick += CHUNK_RECORDS_PER_PARTITION if count == CHUNK_RECORDS_PER_PARTITION else 1
-        waiting = len(self._pending)
-        if waiting >= CHUNK_RECORDS and 2 * self._pending_thick >= waiting:
+        if len(self._pending) >= CHUNK_RECORDS:
             self._hand_over()
 
     def poll(self, timeout: float = 0) -> int:
@@ -200,8 +188,6 @@ class PackingProducer:
         aborts. Its worker may be stuck in a call that timed out (a commit to a dead coordinator),
         so the stop does not queue behind it."""
         self._pending.clear()
-        self._pending_counts.clear()
-        self._pending_thick = 0
         self._broken = self._broken or KafkaError(KafkaError._DESTROY, "closed", fatal=True)
         if self._producer is not None:
             asyncio.run_coroutine_threadsafe(self._stop(self._producer), self._loop)
@@ -210,8 +196,6 @@ class PackingProducer:
         if not self._pending or self._queue is None:
             return
         chunk, self._pending = self._pending, []
-        self._pending_counts.clear()
-        self._pending_thick = 0
         with self._settled:
             self._outstanding += len(chunk)
         self._loop.call_soon_threadsafe(self._queue.put_nowait, ("records", chunk, None))

@@ -4,8 +4,7 @@ The task owns a fixed set of source partitions for its generation. It consumes t
 one consumer and writes through one or more producers (FlowSettings.task_producers), each owning
 a share of the partitions, whose transactional ids belong to the task slot, so opening the task
 fences every older holder of them (a retried Spark task, the previous epoch, a zombie). Every
-`commit_interval_ms` it commits what it copied (up to a second apart while it is behind:
-mirror.source.transaction.OpenTransaction.due).
+`commit_interval_ms` it commits what it copied (mirror.source.transaction).
 
 It ends when the epoch's window runs out, when the flow mark names a newer generation (the
 assignment changed) or says the owner is stopping, and raises FlowTakenOverError when another
@@ -53,6 +52,8 @@ log = logging.getLogger(__name__)
 
 CONSUME_BATCH = 10_000
 CHECK_SECONDS = 0.5  # how often the task reads the flow mark and sweeps consumer positions
+MAX_TRANSACTION_RECORDS = 50_000
+MAX_TRANSACTION_BYTES = 32 * 1024 * 1024
 # A task that has committed nothing for this long, over at least MIN_FAILURES tries, fails; Spark
 # retries it, and after that the supervisor restarts the query with backoff.
 STALL_SECONDS = 120.0
@@ -268,7 +269,11 @@ class _CopyTask:
                 batch.size += copied_bytes
                 if self.throttle is not None:
                     held_until = self.throttle.charge(copied_bytes, len(messages))
-            if batch.due(time.monotonic(), interval, behind=len(messages) >= most):
+            if batch.opened_at is not None and (
+                time.monotonic() - batch.opened_at >= interval
+                or batch.records >= MAX_TRANSACTION_RECORDS
+                or batch.size >= MAX_TRANSACTION_BYTES
+            ):
                 self._commit()
             self.stats.maybe_send()
 

@@ -44,11 +44,6 @@ from mirror.source.record_copy import TOO_LARGE_CODES
 from mirror.source.stats import TaskStats
 
 FLUSH_SECONDS = 60.0
-MAX_TRANSACTION_RECORDS = 50_000
-MAX_TRANSACTION_BYTES = 32 * 1024 * 1024
-# The longest a task behind keeps a transaction open past the commit interval: a retry after a
-# failure meets the same backlog, and must commit well within the flush and transaction timeouts.
-BEHIND_SECONDS = 1.0
 
 
 class RemoteRecreatedError(Exception):
@@ -93,22 +88,6 @@ class OpenTransaction:
     records: int = 0
     size: int = 0
 
-    def due(self, now: float, interval: float, *, behind: bool) -> bool:
-        """Whether to commit now: the interval passed (BEHIND_SECONDS if longer, while the task
-        is `behind`: its last read filled the batch), or a size limit was reached.
-
-        Each partition a transaction touches costs a batch, a marker and a position however few
-        records it carries. A task behind on thousands of partitions that committed at every
-        interval paid that for a record or two each: at 5,000 records/s over 5,000 partitions,
-        10,000-record transactions of 2-6 s, 30,000 records behind for the whole load. Staying
-        open while behind makes the transactions as large as a second of the backlog (a
-        catch-up of 8 partitions went from 117,000 to 150,000 records/s)."""
-        if self.opened_at is None:
-            return False
-        if self.records >= MAX_TRANSACTION_RECORDS or self.size >= MAX_TRANSACTION_BYTES:
-            return True
-        return now - self.opened_at >= (max(interval, BEHIND_SECONDS) if behind else interval)
-
 
 def commit_moved(
     settings: FlowSettings,
@@ -121,10 +100,7 @@ def commit_moved(
     """Commit every partition that moved since the last commit; returns the records committed."""
     where = f"flow {settings.name}"
     began = time.monotonic()
-    if len(writers.producers) > 1:
-        for producer in writers.producers:
-            producer.flush(0)  # each sends what it holds before the first flush below waits
-    for producer in writers.producers:  # all are sending meanwhile: this waits for the slowest
+    for producer in writers.producers:  # all were sending meanwhile: this waits for the slowest
         if call(partial(producer.flush, FLUSH_SECONDS), f"{where}: flushing"):
             # Records still undelivered (a remote topic being deleted and re-created, a target
             # away): the transaction cannot commit them, so it is aborted and the task goes back.
