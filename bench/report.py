@@ -53,11 +53,7 @@ def _warm_up_line(warmed: dict[str, Any], load: dict[str, Any]) -> str:
     if "error" in warmed:
         return f"{what}, and failed: {warmed['error']}"
     latency = warmed["latency"]
-    return f"{what} (its p50/p99 {_ms(latency.get('p50_ms'))}/{_ms(latency.get('p99_ms'))} ms)."
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.0f}"
+    return f"{what} (its p50/p99 {_number(latency.get('p50_ms'))}/{_number(latency.get('p99_ms'))} ms)."
 
 
 def markdown(results: dict[str, Any]) -> str:

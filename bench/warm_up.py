@@ -7,7 +7,8 @@ floor (bare consume -> transactional produce, bench/floor_aiokafka.py), which is
 contender, copies that load first, through the same paths a contender's figures are taken on:
 topics made on both sides, a paced producer into the source, transactions over as many target
 partitions, a read_committed reader of all of them. Its latency is kept in the results, so a run
-shows whether the brokers were still settling when it ended.
+shows whether the brokers were still settling when it ended. It did not make the order neutral:
+in two runs with it, mirror's figure still depended on its slot (README, Benchmarks).
 """
 
 from __future__ import annotations
