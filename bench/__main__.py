@@ -87,7 +87,7 @@ def _run_contender(
         setup = steady.prepare_steady(clusters, name, mode.steady) if index == 0 else None
         topics = [workload.topic_set.pattern, *([setup.topics.pattern] if setup else [])]
         _say(f"{contender.label}: catch-up {workload.records:,} x {workload.value_bytes} B")
-        running = _launch_beside(
+        running = steady.launch_beside(
             setup,
             contender,
             clusters,
@@ -127,25 +127,6 @@ def _run_in_round(
     return {**_run_contender(playing, clusters, mode, work, brokers), "name": contender.name}
 
 
-def _launch_beside(
-    setup: steady.SteadySetup | None,
-    contender: Contender,
-    clusters: Clusters,
-    topics: list[str],
-    run_dir: Path,
-    *,
-    checkpoint_seconds: int,
-) -> measure.Running:
-    """measure.launch; the steady load's producer, started before the contender, is closed if the
-    launch fails or the bench is stopped meanwhile (it would produce into stopped brokers for minutes)."""
-    try:
-        return measure.launch(contender, clusters, topics, run_dir, checkpoint_seconds=checkpoint_seconds)
-    except BaseException:
-        if setup is not None:
-            setup.producer.close()
-        raise
-
-
 def _run_many(
     contender: Contender,
     clusters: Clusters,
@@ -175,7 +156,7 @@ def _run_many(
         f"{contender.label}: catch-up {workload.records:,} x {workload.value_bytes} B over "
         f"{layout.topics} topics x {layout.partitions} partitions"
     )
-    running = _launch_beside(
+    running = steady.launch_beside(
         setup,
         contender,
         clusters,

@@ -21,7 +21,7 @@ from confluent_kafka import Producer
 
 from bench import translation
 from bench.contenders import Clusters, Contender
-from bench.measure import START_TIMEOUT_SECONDS, ContenderFailedError, Running, wait_for
+from bench.measure import START_TIMEOUT_SECONDS, ContenderFailedError, Running, launch, wait_for
 from bench.workloads import PARTITIONS, Steady, TopicSet, create_topics
 
 WARM_UP = b"warm-up"
@@ -112,6 +112,25 @@ def prepare(clusters: Clusters, topics: TopicSet, steady: Steady, group: str | N
     if group is not None:
         translation.consume_to_end_and_commit(bootstrap, topics.names[0], group)
     return SteadySetup(topics, PacedProducer(clusters.libs, bootstrap, topics, steady), group)
+
+
+def launch_beside(
+    setup: SteadySetup | None,
+    contender: Contender,
+    clusters: Clusters,
+    topics: list[str],
+    run_dir: Path,
+    *,
+    checkpoint_seconds: int,
+) -> Running:
+    """measure.launch; the steady load's producer, started before the contender, is closed if the
+    launch fails or the bench is stopped meanwhile (it would produce into stopped brokers for minutes)."""
+    try:
+        return launch(contender, clusters, topics, run_dir, checkpoint_seconds=checkpoint_seconds)
+    except BaseException:
+        if setup is not None:
+            setup.producer.close()
+        raise
 
 
 def prepare_steady(clusters: Clusters, name: str, steady: Steady) -> SteadySetup:

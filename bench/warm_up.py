@@ -20,7 +20,6 @@ from typing import Any
 from bench import steady
 from bench.contenders import CONTENDERS, Clusters
 from bench.floor_aiokafka import offsets_topic
-from bench.measure import launch
 from bench.workloads import Mode, TopicSet
 
 WARM_UP_SECONDS = 60
@@ -37,13 +36,14 @@ def warm_up(
     load = replace(mode.many.steady, seconds=seconds)
     setup = steady.prepare(clusters, topics, load)
     target = [*(_WARMER.remote_topic(name) for name in topics.names), offsets_topic(_WARMER.alias)]
-    try:
-        running = launch(
-            _WARMER, clusters, [topics.pattern], work / "warm-up", checkpoint_seconds=mode.checkpoint_seconds
-        )
-    except BaseException:
-        setup.producer.close()
-        raise
+    running = steady.launch_beside(
+        setup,
+        _WARMER,
+        clusters,
+        [topics.pattern],
+        work / "warm-up",
+        checkpoint_seconds=mode.checkpoint_seconds,
+    )
     try:
         result = steady.latency(running, _WARMER, clusters, load, setup)
     finally:
