@@ -22,6 +22,10 @@ from mirror.source.clients import task_writer
 from mirror.source.partition_copy import PartitionCopy
 from mirror.source.transaction import Writers
 
+# How long an abort waits for the reports of records still in flight (a target that answers at
+# all answers within it) before it drops the producers instead.
+REPORTS_SECONDS = 5.0
+
 
 class TaskProducers:
     def __init__(self, settings: FlowSettings, index: int, parts: Sequence[PartitionCopy]) -> None:
@@ -106,18 +110,23 @@ class TaskProducers:
         self.open = [is_open and not d for is_open, d in zip(self.open, done, strict=True)]
 
     def abort(self) -> None:
-        """Abort every open transaction; drop all the producers if one is unusable (aiokafka's is
-        after any failed delivery, with or without a transaction open)."""
+        """Abort every open transaction and serve every record's delivery report; drop all the
+        producers if one is unusable (aiokafka's is after any failed delivery, with or without a
+        transaction open) or still has records unreported.
+
+        The task forgets what it read since its last commit next. A report served after that
+        would be counted against the records it reads next, pairing their source offsets with
+        another record's target offset: at-least-once, with no transaction to abort, the records
+        of the failed round are still in flight here."""
         if self.producers is not None:
             usable = all(p.usable for p in self.producers if isinstance(p, PackingProducer))
             for index, producer in enumerate(self.producers):
                 if self.open[index]:
                     usable = abort(producer, f"flow {self._settings.name}: aborting") and usable
-            if not usable:
+            # Dropped producers are never polled again, so their reports are never served.
+            if not usable or any(producer.flush(REPORTS_SECONDS) > 0 for producer in self.producers):
                 self.drop()
         self.open = [False] * len(self.ids)
-        for producer in self.producers or ():
-            producer.poll(0)  # serve the purged records' reports before they are cleared
 
     def close(self) -> None:
         self._release()

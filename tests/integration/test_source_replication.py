@@ -15,6 +15,8 @@ from confluent_kafka.admin import AdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from mirror.kafka.packing_producer import PackingProducer
+from mirror.source.partition_copy import PartitionCopy
+from mirror.source.task_producers import TaskProducers
 from tests.helpers import assert_eventually, create_topic, unique_name
 from tests.kafka_backends import KafkaCluster
 from tests.mirror_process import (
@@ -25,6 +27,7 @@ from tests.mirror_process import (
 )
 from tests.records import assert_same_records, read_topic
 from tests.seeding import LARGE_VALUE, produce_mixed
+from tests.unit.flows import flow_a_to_b
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -141,6 +144,38 @@ def test_a_delivery_aiokafka_failed_keeps_the_transaction_from_committing(
     # As a copy task does: the next producer with the id fences this one and aborts what it held.
     PackingProducer(options, transactional_id, group_id="positions", doing="test").close()
     assert read_topic(target_cluster.bootstrap_servers, topic, timeout=30) == {0: []}
+
+
+@pytest.mark.parametrize("copy_producer", ["aiokafka", "librdkafka"])
+def test_an_at_least_once_abort_serves_every_report_before_the_task_forgets_its_reads(
+    target_cluster: KafkaCluster, request: pytest.FixtureRequest, copy_producer: str
+) -> None:
+    # With no transaction to abort, the failed round's records are still in flight when the task
+    # goes back to its committed positions. Their reports must all be in by the time abort()
+    # returns: one served later lands in the next round's downstream offsets, pairing them with
+    # the wrong source offsets.
+    topic = unique_name(request, "alo-abort-")
+    create_topic(target_cluster.bootstrap_servers, topic, partitions=50)
+    settings = flow_a_to_b(
+        [topic], exactly_once=False, copy_producer=copy_producer, target_producer=target_cluster.properties()
+    )
+    parts = [PartitionCopy("A->B", topic, n, topic, 100, position=0, committed=0) for n in range(50)]
+    producers = TaskProducers(settings, 0, parts)
+    producers.make()
+    try:
+        assert producers.producers is not None
+        for _ in range(40):
+            for part in parts:
+                producers.producers[0].produce(
+                    topic, b"in flight", None, part.partition, on_delivery=part.on_delivery
+                )
+        producers.sent()
+        producers.abort()
+        assert [len(part.downstream) for part in parts] == [40] * 50
+        assert producers.ready  # the target answered: the same producers carry on
+        assert min(offset for part in parts for offset in part.downstream) >= 0
+    finally:
+        producers.close()
 
 
 def _assert_executors_logged_json(run: MirrorRun, topics: list[str]) -> None:
