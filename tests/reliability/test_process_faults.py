@@ -25,8 +25,6 @@ from tests.seeding import produce_mixed
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.reliability]
 
-KILLS = 10
-
 
 def test_sigkill_of_python_workers_mid_transaction_loses_and_duplicates_nothing(
     source_cluster: KafkaCluster,
