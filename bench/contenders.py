@@ -44,6 +44,7 @@ class Clusters:
     # Seeding, paced producers and checks always use `source`.
     wan_source: str | None = None
     wan_ms: int = 0  # the proxy's latency each way
+    brokers: tuple[processes.BrokerJvm, ...] = ()  # every broker JVM of both clusters
 
     @property
     def replicated_source(self) -> str:
@@ -102,7 +103,8 @@ def start_clusters(work: Path, brokers: int = 1, *, wan_ms: int = 0) -> tuple[li
         if toxiproxy is not None:
             toxiproxy.stop()
         raise
-    clusters = Clusters(source.bootstrap_servers, target.bootstrap_servers, libs)
+    jvms = _jvms(source=[source], target=[target])
+    clusters = Clusters(source.bootstrap_servers, target.bootstrap_servers, libs, brokers=jvms)
     if toxiproxy is None or proxy is None:
         return [source, target], clusters
     return [source, target, toxiproxy], replace(clusters, wan_source=proxy.address, wan_ms=wan_ms)
@@ -123,7 +125,23 @@ def _start_replicated(
         clusters.append(LocalCluster(specs, libs, heap=REPLICATED_BENCH_HEAP))
     start_replicated(clusters)
     source, target = clusters
-    return [source, target], Clusters(source.bootstrap_servers, target.bootstrap_servers, libs, brokers)
+    jvms = _jvms(source=list(source.brokers.values()), target=list(target.brokers.values()))
+    return [source, target], Clusters(
+        source.bootstrap_servers, target.bootstrap_servers, libs, brokers, brokers=jvms
+    )
+
+
+def _jvms(*, source: list[LocalBroker], target: list[LocalBroker]) -> tuple[processes.BrokerJvm, ...]:
+    sides: tuple[tuple[Literal["source", "target"], list[LocalBroker]], ...] = (
+        ("source", source),
+        ("target", target),
+    )
+    return tuple(
+        processes.BrokerJvm(side, broker.pid, broker.spec.log_dir / "gc.log")
+        for side, brokers in sides
+        for broker in brokers
+        if broker.pid is not None
+    )
 
 
 def _memory_dir() -> Path | None:

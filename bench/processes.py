@@ -1,4 +1,5 @@
-"""CPU seconds and peak RSS of a contender: its process and every descendant (JVMs, Python workers)."""
+"""CPU seconds and peak RSS of a contender: its process and every descendant (JVMs, Python workers);
+and what the brokers spent meanwhile."""
 
 from __future__ import annotations
 
@@ -10,11 +11,47 @@ import subprocess
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import psutil
 
 SAMPLE_SECONDS = 0.2
+
+
+@dataclass(frozen=True)
+class BrokerJvm:
+    """One broker of the bench's clusters: what a contender's load costs it is part of the contender's
+    cost, and a broker whose heap ran out (a 1 GiB source broker under a consumer of 10,000
+    partitions did, and stayed full for the contenders after it) skews every figure taken on it."""
+
+    side: Literal["source", "target"]
+    pid: int
+    gc_log: Path
+
+    def usage(self) -> tuple[float, int]:
+        """(CPU seconds so far, full GCs so far). The JVM keeps two GC log files of 5 MB: a count
+        taken across a rotation may fall short, never over."""
+        try:
+            times = psutil.Process(self.pid).cpu_times()
+        except psutil.Error:
+            return 0.0, 0
+        full = 0
+        for log in self.gc_log.parent.glob(self.gc_log.name + "*"):
+            with contextlib.suppress(OSError):
+                full += log.read_text(encoding="utf-8", errors="replace").count("Pause Full")
+        return times.user + times.system, full
+
+
+def broker_usage(brokers: Sequence[BrokerJvm]) -> dict[str, tuple[float, int]]:
+    """Per side ("source", "target"): CPU seconds and full GCs so far, summed over its brokers."""
+    totals: dict[str, tuple[float, int]] = {}
+    for broker in brokers:
+        cpu, full = broker.usage()
+        before = totals.get(broker.side, (0.0, 0))
+        totals[broker.side] = (before[0] + cpu, before[1] + full)
+    return totals
 
 
 class ProcessTree:

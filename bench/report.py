@@ -32,6 +32,7 @@ def _translates(name: str) -> bool:
 
 # The steady loads: where a contender's result is, and where the load is described.
 _STEADY_LOADS = (("latency", "steady"), ("latency_many", "steady_many"))
+SIDES = ("source", "target")
 
 
 def _ratio(value: float | None, reference: float | None) -> str:
@@ -95,8 +96,9 @@ def _tables(results: dict[str, Any], rows: dict[str, dict[str, Any]]) -> list[st
         *_catch_up_table(results, rows),
         "",
         "| contender | steady load | p50 ms | p99 ms | max ms | received | p99 vs MM2 | CPU s / M records "
-        "| peak RSS MB | delivered in time | caught-up group: records re-read on target |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| brokers' CPU s / M records: source, target | peak RSS MB | delivered in time "
+        "| caught-up group: records re-read on target |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for key, load in _steady_loads(results):
         lines += _steady_rows(rows, key, load)
@@ -155,7 +157,7 @@ def _steady_rows(rows: dict[str, dict[str, Any]], key: str, load: dict[str, Any]
             error = row.get(f"{key}_error")
             if error is not None:  # the contender failed during the steady load: say so
                 lines.append(
-                    "| " + " | ".join([row["label"], description, *["-"] * 3, "failed", *["-"] * 5]) + " |"
+                    "| " + " | ".join([row["label"], description, *["-"] * 3, "failed", *["-"] * 6]) + " |"
                 )
             continue
         peer = rows.get(_peer(name), {}).get(key) or {}
@@ -175,12 +177,24 @@ def _steady_rows(rows: dict[str, dict[str, Any]], key: str, load: dict[str, Any]
             f"{latency['received']:,}/{latency['records']:,}",
             "-" if name == "ceiling" else _ratio(latency["p99_ms"], peer.get("p99_ms")),
             _number(latency.get("cpu_seconds_per_million"), 1),
+            _broker_cost(latency),
             _number(latency.get("peak_rss_megabytes")),
             _delivered(latency),
             re_read,
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+def _broker_cost(latency: dict[str, Any]) -> str:
+    """What the load cost the brokers meanwhile, and any full GC: a broker out of heap slows
+    whichever contender meets it, so its figures say more about the broker than the contender."""
+    if "source_broker_cpu_seconds_per_million" not in latency:
+        return "-"  # a run from before the brokers were measured
+    text = ", ".join(_number(latency.get(f"{side}_broker_cpu_seconds_per_million"), 1) for side in SIDES)
+    full = {side: latency.get(f"{side}_broker_full_gcs", 0) for side in SIDES}
+    gcs = [f"{side} {count:,}" for side, count in full.items() if count]
+    return text + (f" (full GCs: {', '.join(gcs)})" if gcs else "")
 
 
 def _delivered(latency: dict[str, Any]) -> str:

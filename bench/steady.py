@@ -19,7 +19,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from bench import translation
+from bench import processes, translation
 from bench.contenders import Clusters, Contender
 from bench.measure import START_TIMEOUT_SECONDS, ContenderFailedError, Running, launch, wait_for
 from bench.workloads import PARTITIONS, Steady, TopicSet, create_topics
@@ -231,11 +231,13 @@ def latency(
             alive,
         )
         window_start = time.monotonic()
+        brokers_before = processes.broker_usage(clusters.brokers)
         setup.producer.run(steady)
         produced_at, produced_ms = time.monotonic(), time.time() * 1000
         with contextlib.suppress(ContenderFailedError):
             wait_for(reader.everything.is_set, steady.wait_seconds, "not every record arrived", alive)
         window_end = time.monotonic()
+        brokers_after = processes.broker_usage(clusters.brokers)
     finally:
         setup.producer.close()
         received, first_arrival_ms = reader.stop()
@@ -254,6 +256,10 @@ def latency(
         "mean_ms": statistics.fmean(latencies) if latencies else None,
         **setup.producer.acked,
     }
+    for side, (cpu, full_gcs) in brokers_after.items():
+        before_cpu, before_full = brokers_before.get(side, (0.0, 0))
+        result[f"{side}_broker_cpu_seconds_per_million"] = (cpu - before_cpu) / steady.records * 1e6
+        result[f"{side}_broker_full_gcs"] = full_gcs - before_full
     if running is not None:
         cpu = running.tree.cpu_at(window_end) - running.tree.cpu_at(window_start)
         result["cpu_seconds"] = cpu

@@ -158,13 +158,13 @@ def test_a_contender_that_delivered_part_of_the_load_is_shown_as_such() -> None:
     latency_table = markdown(_many_results()).split("\n\n")[-1]
     row = _many_steady_row(latency_table, "mirror alo")
     assert row[5] == "33,600/120,000"
-    assert row[9] == "28.0% in 90 s"
-    assert _many_steady_row(latency_table, "mm2 alo")[9] == "100.0% in 90 s"
+    assert row[10] == "28.0% in 90 s"
+    assert _many_steady_row(latency_table, "mm2 alo")[10] == "100.0% in 90 s"
 
 
 def test_the_peak_memory_of_the_steady_window_is_shown_beside_its_cpu() -> None:
     latency_table = markdown(_many_results()).split("\n\n")[-1]
-    assert _many_steady_row(latency_table, "mirror eos")[8] == "3,000"  # its own, not the catch-up's
+    assert _many_steady_row(latency_table, "mirror eos")[9] == "3,000"  # its own, not the catch-up's
     assert _catch_up_row(markdown(_many_results()), "mirror eos", "1000p-100b")[8] == "210"
 
 
@@ -172,7 +172,27 @@ def test_delivery_is_rounded_down_so_a_missing_record_never_reads_100_percent() 
     results = _many_results()
     results["contenders"][1]["latency_many"] = _steady_many(300.0, delivered=119_999)
     latency_table = markdown(results).split("\n\n")[-1]
-    assert _many_steady_row(latency_table, "mm2 alo")[9] == "99.9% in 90 s"
+    assert _many_steady_row(latency_table, "mm2 alo")[10] == "99.9% in 90 s"
+
+
+def test_what_the_load_cost_the_brokers_is_shown_and_so_is_a_full_gc_on_either() -> None:
+    results = _many_results()
+    results["contenders"][1]["latency_many"] |= {
+        "source_broker_cpu_seconds_per_million": 30.0,
+        "target_broker_cpu_seconds_per_million": 45.5,
+        "source_broker_full_gcs": 375,
+        "target_broker_full_gcs": 0,
+    }
+    results["contenders"][2]["latency_many"] |= {
+        "source_broker_cpu_seconds_per_million": 12.0,
+        "target_broker_cpu_seconds_per_million": 20.0,
+        "source_broker_full_gcs": 0,
+        "target_broker_full_gcs": 0,
+    }
+    latency_table = markdown(results).split("\n\n")[-1]
+    assert _many_steady_row(latency_table, "mm2 alo")[8] == "30.0, 45.5 (full GCs: source 375)"
+    assert _many_steady_row(latency_table, "mm2 eos")[8] == "12.0, 20.0"
+    assert _many_steady_row(latency_table, "mirror eos")[8] == "-"  # measured before brokers were
 
 
 def test_a_steady_load_that_failed_is_listed_not_dropped() -> None:
