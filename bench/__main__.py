@@ -352,10 +352,11 @@ def _options() -> tuple[argparse.Namespace, list[tuple[str, Any]]]:
             parser.error(f"--mirror-flow takes KEY=VALUE, e.g. tasks_max=8, not {setting!r}")
         overrides.append((key, yaml.safe_load(value)))
     if args.warm_up is None:
-        # The floor reads through one consumer. As a --huge contender, over 10,000 partitions, it
+        # The floor reads through one consumer. As a --huge contender over 10,000 partitions, it
         # filled the 1 GiB source broker's heap, which stayed full (375 full GCs) for the contender
-        # after it; mirror's own consumers did so at 5,000 partitions each, the warm-up's size here.
-        # The report shows each broker's full GCs per contender.
+        # after it (a run of 2026-11-29 that did not finish); mirror's own consumers did so at
+        # 5,000 partitions each (README, the copy task), the warm-up's size here. The report
+        # shows each side's full GCs per contender.
         args.warm_up = 0 if args.huge else warm_up.WARM_UP_SECONDS
     if args.warm_up < 0:
         parser.error(f"--warm-up takes a number of seconds, 0 for none, not {args.warm_up}")

@@ -30,13 +30,13 @@ class BrokerJvm:
     pid: int
     gc_log: Path
 
-    def usage(self) -> tuple[float, int]:
-        """(CPU seconds so far, full GCs so far). The JVM keeps two GC log files of 5 MB: a count
-        taken across a rotation may fall short, never over."""
+    def usage(self) -> tuple[float, int] | None:
+        """(CPU seconds so far, full GCs so far), or None if the JVM is gone. The JVM keeps two GC
+        log files of 5 MB: a count taken across a rotation may lose the oldest file's."""
         try:
             times = psutil.Process(self.pid).cpu_times()
         except psutil.Error:
-            return 0.0, 0
+            return None
         full = 0
         for log in self.gc_log.parent.glob(self.gc_log.name + "*"):
             with contextlib.suppress(OSError):
@@ -45,13 +45,18 @@ class BrokerJvm:
 
 
 def broker_usage(brokers: Sequence[BrokerJvm]) -> dict[str, tuple[float, int]]:
-    """Per side ("source", "target"): CPU seconds and full GCs so far, summed over its brokers."""
+    """Per side ("source", "target"): CPU seconds and full GCs so far, summed over its brokers;
+    a side one of whose brokers is gone is left out rather than counted short."""
     totals: dict[str, tuple[float, int]] = {}
+    gone: set[str] = set()
     for broker in brokers:
-        cpu, full = broker.usage()
+        usage = broker.usage()
+        if usage is None:
+            gone.add(broker.side)
+            continue
         before = totals.get(broker.side, (0.0, 0))
-        totals[broker.side] = (before[0] + cpu, before[1] + full)
-    return totals
+        totals[broker.side] = (before[0] + usage[0], before[1] + usage[1])
+    return {side: total for side, total in totals.items() if side not in gone}
 
 
 class ProcessTree:

@@ -256,10 +256,14 @@ def latency(
         "mean_ms": statistics.fmean(latencies) if latencies else None,
         **setup.producer.acked,
     }
+    # The window's broker figures include the bench's own paced producer (source) and latency
+    # reader (target): the same for every contender, so they compare.
     for side, (cpu, full_gcs) in brokers_after.items():
-        before_cpu, before_full = brokers_before.get(side, (0.0, 0))
+        if side not in brokers_before:
+            continue  # a broker was gone at the start: no figure rather than a wrong one
+        before_cpu, before_full = brokers_before[side]
         result[f"{side}_broker_cpu_seconds_per_million"] = (cpu - before_cpu) / steady.records * 1e6
-        result[f"{side}_broker_full_gcs"] = full_gcs - before_full
+        result[f"{side}_broker_full_gcs"] = max(0, full_gcs - before_full)  # a rotated log: fewer
     if running is not None:
         cpu = running.tree.cpu_at(window_end) - running.tree.cpu_at(window_start)
         result["cpu_seconds"] = cpu

@@ -22,8 +22,10 @@ from mirror.source.clients import task_writer
 from mirror.source.partition_copy import PartitionCopy
 from mirror.source.transaction import Writers
 
-# How long an abort waits for the reports of records still in flight (a target that answers at
-# all answers within it) before it drops the producers instead.
+# How long an abort waits for the reports of records still in flight before it drops the
+# producers instead: a bound on the wait, not a promise that a loaded target answers within it.
+# Past it, new producers carry on; at-least-once, the dropped ones' records may still land
+# (duplicates, which that mode allows).
 REPORTS_SECONDS = 5.0
 
 
@@ -79,7 +81,8 @@ class TaskProducers:
             self.producers = list(self._pool.map(make, self.ids))
 
     def drop(self) -> None:
-        """Forget every producer: making them again fences the dropped ones and aborts what they held."""
+        """Forget every producer. Exactly-once, making them again fences the dropped ones and aborts
+        what they held; at-least-once, what they still held may land meanwhile."""
         self._release()
         self.producers = None
         self.open = [False] * len(self.ids)
@@ -115,18 +118,25 @@ class TaskProducers:
         transaction open) or still has records unreported.
 
         The task forgets what it read since its last commit next. A report served after that
-        would be counted against the records it reads next, pairing their source offsets with
-        another record's target offset: at-least-once, with no transaction to abort, the records
-        of the failed round are still in flight here."""
-        if self.producers is not None:
-            usable = all(p.usable for p in self.producers if isinstance(p, PackingProducer))
-            for index, producer in enumerate(self.producers):
-                if self.open[index]:
-                    usable = abort(producer, f"flow {self._settings.name}: aborting") and usable
-            # Dropped producers are never polled again, so their reports are never served.
-            if not usable or any(producer.flush(REPORTS_SECONDS) > 0 for producer in self.producers):
-                self.drop()
-        self.open = [False] * len(self.ids)
+        would land in the next round's target offsets, one more than its source offsets (and
+        the round stops on the mismatch): at-least-once, with no transaction to abort, the
+        failed round's records may still be in flight here."""
+        try:
+            if self.producers is not None and not self._settled(self.producers):
+                self.drop()  # never polled again, so their reports are never served
+        finally:
+            self.open = [False] * len(self.ids)
+
+    def _settled(self, producers: Sequence[CopyProducer]) -> bool:
+        """Every open transaction aborted and every report served, by producers still usable (a
+        delivery that failed during the wait makes aiokafka's unusable too)."""
+        usable = all(p.usable for p in producers if isinstance(p, PackingProducer))
+        for index, producer in enumerate(producers):
+            if self.open[index]:
+                usable = abort(producer, f"flow {self._settings.name}: aborting") and usable
+        if not usable or any(producer.flush(REPORTS_SECONDS) > 0 for producer in producers):
+            return False
+        return all(p.usable for p in producers if isinstance(p, PackingProducer))
 
     def close(self) -> None:
         self._release()

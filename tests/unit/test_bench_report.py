@@ -162,7 +162,7 @@ def test_a_contender_that_delivered_part_of_the_load_is_shown_as_such() -> None:
     assert _many_steady_row(latency_table, "mm2 alo")[10] == "100.0% in 90 s"
 
 
-def test_the_peak_memory_of_the_steady_window_is_shown_beside_its_cpu() -> None:
+def test_the_steady_window_shows_its_own_peak_memory_not_the_catch_ups() -> None:
     latency_table = markdown(_many_results()).split("\n\n")[-1]
     assert _many_steady_row(latency_table, "mirror eos")[9] == "3,000"  # its own, not the catch-up's
     assert _catch_up_row(markdown(_many_results()), "mirror eos", "1000p-100b")[8] == "210"

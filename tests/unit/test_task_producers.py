@@ -13,6 +13,7 @@ from mirror.errors import ProducerFencedError
 from mirror.kafka.transactions import RetriableError
 from mirror.source.partition_copy import PartitionCopy
 from mirror.source.stats import TaskStats
+from mirror.source.task_producers import TaskProducers
 from mirror.source.transaction import Writers, commit_moved
 from tests.unit.flows import flow_a_to_b
 
@@ -154,3 +155,27 @@ def test_a_flush_that_leaves_records_undelivered_commits_nothing() -> None:
     assert isinstance(outcome, RetriableError)
     assert writers.committed == [False, False]
     assert not [what for what, _ in log if what in {"send_offsets", "commit"}]
+
+
+class _InFlight:
+    """A producer whose records stay unreported for `unreported` more flushes."""
+
+    def __init__(self, unreported: int) -> None:
+        self.unreported = unreported
+        self.flushes = 0
+
+    def flush(self, timeout: float = -1) -> int:
+        self.flushes += 1
+        return self.unreported
+
+
+@pytest.mark.parametrize(("unreported", "kept"), [(0, True), (3, False)])
+def test_an_abort_keeps_its_producers_only_once_every_report_is_served(unreported: int, kept: bool) -> None:
+    settings = flow_a_to_b(["t"], exactly_once=False)
+    producers = TaskProducers(settings, 0, _parts(2, 1))
+    in_flight = _InFlight(unreported)
+    producers.producers = [in_flight]  # type: ignore[list-item]
+    producers.abort()
+    assert in_flight.flushes == 1
+    assert producers.ready is kept  # dropped: never polled again, so no report comes late
+    assert not producers.in_transaction
