@@ -152,8 +152,8 @@ def test_an_at_least_once_abort_serves_every_report_before_the_task_forgets_its_
 ) -> None:
     # With no transaction to abort, the failed round's records are still in flight when the task
     # goes back to its committed positions. Their reports must all be in by the time abort()
-    # returns: one served later lands in the next round's downstream offsets, pairing them with
-    # the wrong source offsets.
+    # returns: one served later lands in the next round's downstream offsets, one more than its
+    # source offsets, and that round stops on the mismatch.
     topic = unique_name(request, "alo-abort-")
     create_topic(target_cluster.bootstrap_servers, topic, partitions=50)
     settings = flow_a_to_b(
