@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -103,7 +104,7 @@ def start_clusters(work: Path, brokers: int = 1, *, wan_ms: int = 0) -> tuple[li
         if toxiproxy is not None:
             toxiproxy.stop()
         raise
-    jvms = _jvms(source=[source], target=[target])
+    jvms = _jvms("source", [source]) + _jvms("target", [target])
     clusters = Clusters(source.bootstrap_servers, target.bootstrap_servers, libs, brokers=jvms)
     if toxiproxy is None or proxy is None:
         return [source, target], clusters
@@ -125,20 +126,17 @@ def _start_replicated(
         clusters.append(LocalCluster(specs, libs, heap=REPLICATED_BENCH_HEAP))
     start_replicated(clusters)
     source, target = clusters
-    jvms = _jvms(source=list(source.brokers.values()), target=list(target.brokers.values()))
+    jvms = _jvms("source", source.brokers.values()) + _jvms("target", target.brokers.values())
     return [source, target], Clusters(
         source.bootstrap_servers, target.bootstrap_servers, libs, brokers, brokers=jvms
     )
 
 
-def _jvms(*, source: list[LocalBroker], target: list[LocalBroker]) -> tuple[processes.BrokerJvm, ...]:
-    sides: tuple[tuple[Literal["source", "target"], list[LocalBroker]], ...] = (
-        ("source", source),
-        ("target", target),
-    )
+def _jvms(
+    side: Literal["source", "target"], brokers: Iterable[LocalBroker]
+) -> tuple[processes.BrokerJvm, ...]:
     return tuple(
-        processes.BrokerJvm(side, broker.pid, broker.spec.log_dir / "gc.log")
-        for side, brokers in sides
+        processes.BrokerJvm(side, broker.pid, broker.spec.gc_log)
         for broker in brokers
         if broker.pid is not None
     )

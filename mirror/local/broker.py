@@ -173,6 +173,11 @@ class BrokerSpec:
         return self.directory / "logs"
 
     @property
+    def gc_log(self) -> Path:
+        """The JVM's GC log (the current file; the JVM rotates it beside, as gc.log.N)."""
+        return self.log_dir / "gc.log"
+
+    @property
     def properties_file(self) -> Path:
         return self.directory / "server.properties"
 
@@ -275,7 +280,7 @@ class LocalBroker:
                 [
                     *self._jvm_args(),
                     # As kafka-server-start.sh does: a pause in server.log can be told from a GC pause.
-                    f"-Xlog:gc:file={self.spec.log_dir / 'gc.log'}:time,uptime:filecount=2,filesize=5M",
+                    f"-Xlog:gc:file={self.spec.gc_log}:time,uptime:filecount=2,filesize=5M",
                     "kafka.Kafka",
                     str(self.spec.properties_file),
                 ],
