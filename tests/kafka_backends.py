@@ -71,11 +71,17 @@ def local_clusters(aliases: tuple[str, ...], root: Path) -> Iterator[list[KafkaC
 
 @contextmanager
 def replicated_clusters(
-    aliases: tuple[str, ...], root: Path, *, brokers: int = 3, toxiproxy: Toxiproxy | None = None
+    aliases: tuple[str, ...],
+    root: Path,
+    *,
+    brokers: int = 3,
+    toxiproxy: Toxiproxy | None = None,
+    settings: Mapping[str, str] | None = None,
 ) -> Iterator[list[KafkaCluster]]:
     """Clusters of `brokers` nodes each (RF 3, min ISR 2), from the launcher `mirror local up
     --brokers 3` uses; each node can be stopped, killed and started alone. With `toxiproxy`, each
-    node also listens behind a proxy of its own (KafkaCluster.proxies), for network faults."""
+    node also listens behind a proxy of its own (KafkaCluster.proxies), for network faults.
+    `settings` are broker settings of every node, over the launcher's."""
     libs = kafka_libs()
     proxies: dict[str, list[Proxy]] = {alias: [] for alias in aliases}
 
@@ -96,7 +102,7 @@ def replicated_clusters(
                 alias,
                 root / alias,
                 [NodePorts(n, free_port(), free_port()) for n in range(1, brokers + 1)],
-                overrides=AUTHORIZER,
+                overrides={**AUTHORIZER, **(settings or {})},
                 node_overrides=behind_a_proxy(alias),
             ),
             libs,

@@ -51,6 +51,14 @@ RATE = 500  # records/s on the source throughout
 TRANSACTION_STATE_PARTITIONS = 10  # REPLICATED_SETTINGS' transaction.state.log.num.partitions
 
 
+# Kafka's controller elects the preferred leaders every 5 minutes of its life (auto.leader.rebalance):
+# after a drill restarted a node, that moved the target's leaders and coordinators back to it in the
+# middle of the next drill's outage, a fault of its own (its copy tasks gave up on the moved
+# coordinator and re-opened, 40 s without a commit) at a moment no test chose. Leaders moved back on
+# purpose are a step of the soak drills (_move_leaders).
+NO_PERIODIC_ELECTION = {"auto.leader.rebalance.enable": "false"}
+
+
 @pytest.fixture(scope="module")
 def toxiproxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Toxiproxy]:
     proxy = Toxiproxy(tmp_path_factory.mktemp("toxiproxy") / "toxiproxy.log")
@@ -67,8 +75,9 @@ def replicated(
     """Two 3-broker clusters A and B for this module alone (six JVMs: one pair at a time); each
     node also behind a Toxiproxy link of its own, for the network partitions."""
     root = tmp_path_factory.mktemp("replicated")
-    with replicated_clusters(("A", "B"), root, toxiproxy=toxiproxy) as clusters:
-        yield clusters
+    clusters = replicated_clusters(("A", "B"), root, toxiproxy=toxiproxy, settings=NO_PERIODIC_ELECTION)
+    with clusters as started:
+        yield started
 
 
 @pytest.fixture(autouse=True)
@@ -137,8 +146,14 @@ def _other_broker(cluster: KafkaCluster, not_this: int) -> int:
 # coordinator of the copy tasks), the source broker leading most of the flow's partitions, then the
 # copy tasks' transaction coordinator. A minute, not less: on this 2-core machine with six brokers,
 # a coordinator's move took from 14 s to over 30 s (two runs of .ci/run), and the window checked
-# for copying starts 15 s after the kill.
+# for copying starts once the cluster has moved every leader off the node.
 FAULTS = (("target", 60), ("source", 60), ("transaction coordinator", 60))
+# Each outage lasts past the moment the cluster moved the lost node's leaders by at least this: the
+# window in which the copy must go on. The controller fences a lost node within the broker session
+# timeout (9 s) as a rule, but once in a CI run a source broker's 72 partitions stayed led by it for
+# the whole minute (the source took no records either, its ISRs still naming the dead node).
+HOLD_SECONDS = 45
+MOVE_SECONDS = 180  # the controller's fencing of a lost node, on six JVMs and two cores
 COPY_TASKS = 2
 PARTITION_SECONDS = 60  # a network partition's length
 CUT_OFF = (
@@ -157,8 +172,14 @@ class Outage:
     first_line: int  # the run's output line at the kill: what the tasks said from there on
     roles: str  # what the node was to the flow when it was killed
     led: set[tuple[str, int]]  # the flow's source partitions it led then: the only ones it can take offline
+    moved_at: float = 0.0  # no partition of the cluster led by the node any more: it was fenced
     restarted_at: float = 0.0
     back_at: float = 0.0  # the node in sync and the copy going on again
+
+    def ends_at(self) -> float:
+        """When the node is started again: `down_seconds` after the kill, and HOLD_SECONDS at least
+        after its leaders moved."""
+        return max(self.killed_at + self.down_seconds, self.moved_at + HOLD_SECONDS)
 
 
 # A hang guard, not a time limit: outages of up to a minute in turn, each followed by a restart that may
@@ -196,9 +217,10 @@ def test_brokers_lost_one_at_a_time_on_either_side_copy_on_and_lose_and_duplicat
                 )
                 outages.append(outage)
                 cluster.nodes.kill_broker(node)
+                outage.moved_at = _fenced(cluster, node)
                 # mirror must ride out the outage: still running when the broker comes back.
                 with pytest.raises(subprocess.TimeoutExpired):
-                    run.wait(timeout=down_seconds)
+                    run.wait(timeout=outage.ends_at() - time.monotonic())
                 outage.restarted_at = time.monotonic()
                 # A combined controller+broker node killed under load: on six JVMs and two cores
                 # its re-registration was once refused (DUPLICATE_BROKER_REGISTRATION) for ~2 min
@@ -218,11 +240,12 @@ def test_brokers_lost_one_at_a_time_on_either_side_copy_on_and_lose_and_duplicat
     lines = run.output().splitlines()
     recopied = [line for line in lines if "copying the partition again" in line]
     for index, outage in enumerate(outages):
-        # Leaders and coordinators move within the broker session timeout (9 s by default): from
-        # then on it copies.
-        while_down = progress.copied_between(outage.killed_at + 15, outage.restarted_at)
-        idle = progress.idle_between(outage.killed_at + 15, outage.restarted_at)
-        stuck, offline = progress.stuck_between(outage.killed_at + 15, outage.restarted_at)
+        # Once the cluster has moved the leaders and coordinators (metadata says so), it copies: a
+        # few seconds later, as clients learn where they went.
+        began = outage.moved_at + 5
+        while_down = progress.copied_between(began, outage.restarted_at)
+        idle = progress.idle_between(began, outage.restarted_at)
+        stuck, offline = progress.stuck_between(began, outage.restarted_at)
         stall = progress.longest_stall(outage.killed_at, outage.back_at)
         until = outages[index + 1].first_line if index + 1 < len(outages) else len(lines)
         warned = _worker_warnings(lines[outage.first_line : until])
@@ -236,13 +259,15 @@ def test_brokers_lost_one_at_a_time_on_either_side_copy_on_and_lose_and_duplicat
                 "copy on"
             ),
             comparison=comparison,
-            shown=f"copied {while_down} records while it was down, into "
+            shown=f"leaders moved off it {outage.moved_at - outage.killed_at:.0f} s after the kill; "
+            f"copied {while_down} records while it was down (from 5 s after that), into "
             f"{len(progress.partitions) - len(idle)} partitions of {len(progress.partitions)}; "
             f"longest stall {stall:.0f} s; "
             f"{len(warned)} warnings from the Spark workers; exit {exit_code}",
         )
         print(  # noqa: T201
-            f"{outage.which} ({outage.roles}): copied while down {while_down}, {len(idle)} partitions idle "
+            f"{outage.which} ({outage.roles}): leaders moved {outage.moved_at - outage.killed_at:.1f}s "
+            f"after the kill, copied while down {while_down}, {len(idle)} partitions idle "
             f"{idle[:3]}, {len(stuck)} of them with records to copy, {len(offline)} offline on the source, "
             f"longest stall {stall:.1f}s, "
             f"the workers warned {len(warned)} times, first {[r['message'] for r in warned[:2]]}; "
@@ -287,6 +312,37 @@ def test_brokers_lost_one_at_a_time_on_either_side_copy_on_and_lose_and_duplicat
     assert exit_code == 0, run.output()[-3000:]
     assert comparison.exact, comparison
     assert comparison.checked == produced
+
+
+def _fenced(cluster: KafkaCluster, node: int) -> float:
+    """When no partition of `cluster` (internal topics too: the coordinators) is led by the killed
+    `node` any more: the controller fenced it, and leaders moved to the nodes left (or, where it was
+    the last in-sync replica, to none)."""
+
+    admin = AdminClient({**cluster.properties(), "log_level": "0"})
+
+    def moved() -> None:
+        try:
+            metadata = admin.list_topics(timeout=10)
+        except KafkaException as exc:  # every node left busy: asked again
+            raise AssertionError(f"no metadata: {exc}") from exc
+        still = [
+            f"{name}-{p}"
+            for name, topic in metadata.topics.items()
+            for p, partition in topic.partitions.items()
+            if partition.leader == node
+        ]
+        assert not still, f"{len(still)} partitions still led by the lost node, e.g. {still[:3]}"
+
+    try:
+        assert_eventually(moved, timeout=MOVE_SECONDS, interval=0.5)
+    except AssertionError as exc:
+        raise AssertionError(
+            f"cluster {cluster.alias} kept node {node} as a leader {MOVE_SECONDS} s after its SIGKILL: its "
+            f"controller never fenced it, so no leader moved (the test bed, not mirror; see the nodes' "
+            f"server.log): {exc}"
+        ) from exc
+    return time.monotonic()
 
 
 def _broker_to_lose(
