@@ -1,0 +1,135 @@
+"""PartitionSender's two ways into aiokafka's accumulator: a partition with nothing queued takes its
+batch at once, one with a batch still queued gets a chain that waits for it to drain. Built on
+aiokafka's own accumulator and transaction manager, with no broker: what is pinned is which batch
+is queued when, and in which order the records come back reported."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from aiokafka.cluster import ClusterMetadata
+from aiokafka.producer.message_accumulator import MessageAccumulator
+from aiokafka.producer.producer import AIOKafkaProducer
+from aiokafka.producer.transaction_manager import TransactionManager
+from aiokafka.structs import PartitionMetadata, TopicPartition
+from confluent_kafka import KafkaError
+
+from mirror.kafka.partition_sender import PartitionSender
+from mirror.kafka.produced import Produced
+
+TOPIC = "t"
+
+
+class _Client:
+    def __init__(self, cluster: ClusterMetadata) -> None:
+        self.cluster = cluster
+
+    async def _wait_on_metadata(self, topic: str) -> set[int]:
+        return self.cluster.partitions_for_topic(topic) or set()
+
+
+class _Producer:
+    """An AIOKafkaProducer's batch calls over a real accumulator, with no sender or connection."""
+
+    create_batch = AIOKafkaProducer.create_batch
+    send_batch = AIOKafkaProducer.send_batch
+    _partition = AIOKafkaProducer._partition
+
+    def __init__(self, accumulator: MessageAccumulator, transactions: TransactionManager) -> None:
+        self.client = _Client(accumulator._cluster)
+        self._metadata = accumulator._cluster
+        self._message_accumulator = accumulator
+        self._txn_manager = transactions
+        self._request_timeout_ms = 30_000
+        self._key_serializer = self._value_serializer = None
+
+
+Reported = list[tuple[bytes | None, KafkaError | None, int]]
+
+
+def _sender() -> tuple[PartitionSender, _Producer, Reported]:
+    cluster = ClusterMetadata()
+    cluster._partitions[TOPIC] = {p: PartitionMetadata(TOPIC, p, 1, [1], [1], None) for p in range(2)}
+    transactions = TransactionManager("task:0", 60_000)
+    transactions.set_pid_and_epoch(7, 0)
+    accumulator = MessageAccumulator(
+        cluster, 512 * 1024, 0, 30.0, txn_manager=transactions, loop=asyncio.get_running_loop()
+    )
+    producer = _Producer(accumulator, transactions)
+    reported: Reported = []
+
+    def report(records: Sequence[Produced], error: KafkaError | None, base: int) -> None:
+        reported.extend(
+            (record.value, error, -1 if error else base + index) for index, record in enumerate(records)
+        )
+
+    sender = PartitionSender(producer, report)  # type: ignore[arg-type]
+    sender._tracked = {TOPIC}
+    return sender, producer, reported
+
+
+def _record(partition: int, value: bytes) -> Produced:
+    return Produced(TOPIC, partition, b"k", value, 1_700_000_000_000, None, None)
+
+
+def _drain_and_answer(producer: _Producer, partition: int, base_offset: int) -> Any:
+    """What aiokafka's sender does with the partition's first queued batch: number it, then its
+    produce response lands."""
+    batch = producer._message_accumulator._pop_batch(TopicPartition(TOPIC, partition))
+    batch.done(base_offset)
+    return batch
+
+
+def test_a_partition_with_nothing_queued_takes_its_batch_at_once_and_joins_the_transaction() -> None:
+    async def run() -> None:
+        sender, producer, reported = _sender()
+        producer._txn_manager.begin_transaction()
+        await sender.send([_record(0, b"a"), _record(1, b"b"), _record(0, b"c")])
+        # Queued during send() itself: no chain, nothing left to await.
+        assert sender._chains == {}
+        queued = producer._message_accumulator._batches
+        assert [len(queued[TopicPartition(TOPIC, p)]) for p in (0, 1)] == [1, 1]
+        joining = producer._txn_manager.partitions_to_add()
+        assert joining == {TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)}
+        _drain_and_answer(producer, 0, 40)
+        _drain_and_answer(producer, 1, 7)
+        await sender.answered()
+        assert sorted(reported) == [(b"a", None, 40), (b"b", None, 7), (b"c", None, 41)]
+        assert sender._delivering == set()
+
+    asyncio.run(run())
+
+
+def test_records_for_a_partition_whose_batch_is_still_queued_follow_it_in_a_batch_of_their_own() -> None:
+    async def run() -> None:
+        sender, producer, reported = _sender()
+        producer._txn_manager.begin_transaction()
+        await sender.send([_record(0, b"first")])
+        await sender.send([_record(0, b"second")])
+        await sender.send([_record(0, b"third")])  # joins the chain's waiting records
+        tp = TopicPartition(TOPIC, 0)
+        assert list(sender._chains) == [(TOPIC, 0)]
+        await asyncio.sleep(0)
+        assert len(producer._message_accumulator._batches[tp]) == 1  # the chain waits for it to drain
+        _drain_and_answer(producer, 0, 100)
+        await sender.appended()
+        _drain_and_answer(producer, 0, 101)
+        await sender.answered()
+        assert reported == [(b"first", None, 100), (b"second", None, 101), (b"third", None, 102)]
+
+    asyncio.run(run())
+
+
+def test_outside_a_transaction_the_records_are_refused_with_aiokafkas_reason() -> None:
+    async def run() -> None:
+        sender, producer, reported = _sender()  # no begin_transaction
+        await sender.send([_record(0, b"a")])
+        await sender.appended()
+        assert producer._message_accumulator._batches.get(TopicPartition(TOPIC, 0)) is None
+        assert [(value, offset) for value, _, offset in reported] == [(b"a", -1)]
+        error = reported[0][1]
+        assert error is not None and "transaction" in error.str(), error
+
+    asyncio.run(run())
