@@ -123,7 +123,10 @@ class PartitionSender:
             return records
         if end == 0:
             return records
-        delivered = self._producer._message_accumulator._append_batch(batch, tp).future
+        try:
+            delivered = self._producer._message_accumulator._append_batch(batch, tp).future
+        except Exception:  # noqa: BLE001 - raised here it would end the producer's worker; the chain reports it
+            return records
         self._delivering.add(delivered)
         delivered.add_done_callback(functools.partial(self._appended_done, records[:end]))
         return records[end:]

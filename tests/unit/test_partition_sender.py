@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from aiokafka.cluster import ClusterMetadata
+from aiokafka.errors import KafkaConnectionError
 from aiokafka.producer.message_accumulator import MessageAccumulator
 from aiokafka.producer.producer import AIOKafkaProducer
 from aiokafka.producer.transaction_manager import TransactionManager
@@ -49,10 +50,10 @@ class _Producer:
 Reported = list[tuple[bytes | None, KafkaError | None, int]]
 
 
-def _sender() -> tuple[PartitionSender, _Producer, Reported]:
+def _sender(transactional_id: str | None = "task:0") -> tuple[PartitionSender, _Producer, Reported]:
     cluster = ClusterMetadata()
     cluster._partitions[TOPIC] = {p: PartitionMetadata(TOPIC, p, 1, [1], [1], None) for p in range(2)}
-    transactions = TransactionManager("task:0", 60_000)
+    transactions = TransactionManager(transactional_id, 60_000)
     transactions.set_pid_and_epoch(7, 0)
     accumulator = MessageAccumulator(
         cluster, 512 * 1024, 0, 30.0, txn_manager=transactions, loop=asyncio.get_running_loop()
@@ -115,6 +116,7 @@ def test_records_for_a_partition_whose_batch_is_still_queued_follow_it_in_a_batc
         assert len(producer._message_accumulator._batches[tp]) == 1  # the chain waits for it to drain
         _drain_and_answer(producer, 0, 100)
         await sender.appended()
+        assert [batch.record_count for batch in producer._message_accumulator._batches[tp]] == [2]
         _drain_and_answer(producer, 0, 101)
         await sender.answered()
         assert reported == [(b"first", None, 100), (b"second", None, 101), (b"third", None, 102)]
@@ -131,5 +133,32 @@ def test_outside_a_transaction_the_records_are_refused_with_aiokafkas_reason() -
         assert [(value, offset) for value, _, offset in reported] == [(b"a", -1)]
         error = reported[0][1]
         assert error is not None and "transaction" in error.str(), error
+
+    asyncio.run(run())
+
+
+def test_a_batch_appended_at_once_that_fails_reports_its_records_failed() -> None:
+    async def run() -> None:
+        sender, producer, reported = _sender()
+        producer._txn_manager.begin_transaction()
+        await sender.send([_record(1, b"a"), _record(1, b"b")])
+        batch = producer._message_accumulator._pop_batch(TopicPartition(TOPIC, 1))
+        batch.failure(KafkaConnectionError("the leader went away"))
+        await sender.answered()
+        assert [(value, offset) for value, _, offset in reported] == [(b"a", -1), (b"b", -1)]
+        assert all(error is not None for _, error, _ in reported), reported
+
+    asyncio.run(run())
+
+
+def test_without_a_transaction_an_idempotent_producer_takes_the_batch_at_once_too() -> None:
+    async def run() -> None:
+        sender, producer, reported = _sender(transactional_id=None)
+        await sender.send([_record(0, b"a")])
+        assert sender._chains == {}
+        assert producer._txn_manager.partitions_to_add() == set()
+        _drain_and_answer(producer, 0, 5)
+        await sender.answered()
+        assert reported == [(b"a", None, 5)]
 
     asyncio.run(run())
