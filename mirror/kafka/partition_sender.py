@@ -110,8 +110,9 @@ class PartitionSender:
 
         The steady load at 10,000 partitions gives most partitions a record or two a
         transaction: each came through a task of its own and two coroutines (send_batch,
-        add_batch), and a shield over its future, ~40 us of the loop's CPU of ~80 per batch
-        (measured offline with aiokafka's accumulator, 2,500 one-record batches). The same
+        add_batch), and a shield over its future. Without them the loop's CPU per one-record
+        batch fell from 60 to 37 us (measured offline on aiokafka's accumulator, handlers and
+        encoders, 2,500 partitions, no sockets). The same
         _append_batch that add_batch calls adds the partition to the transaction; the sender
         numbers the batch when it drains it, as before."""
         tp = AioTopicPartition(*key)

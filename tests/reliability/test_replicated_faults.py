@@ -318,10 +318,9 @@ def test_brokers_lost_one_at_a_time_on_either_side_copy_on_and_lose_and_duplicat
 
 
 def _fenced(cluster: KafkaCluster, node: int) -> float:
-    """When no partition of `cluster` (internal topics too: the coordinators) is led by the killed
-    `node` any more: the controller fenced it, and leaders moved to the nodes left (or, where it was
-    the last in-sync replica, to none)."""
-
+    """When the controller has fenced the killed `node`: no longer a live broker in the metadata,
+    nor the leader of any partition of `cluster` (internal topics too: the coordinators), whose
+    leaders moved to the nodes left (or, where it was the last in-sync replica, to none)."""
     admin = AdminClient({**cluster.properties(), "log_level": "0"})
 
     def moved() -> None:
@@ -344,9 +343,8 @@ def _fenced(cluster: KafkaCluster, node: int) -> float:
         assert_eventually(moved, timeout=MOVE_SECONDS, interval=0.5)
     except AssertionError as exc:
         raise AssertionError(
-            f"cluster {cluster.alias} kept node {node} as a leader {MOVE_SECONDS} s after its SIGKILL: its "
-            f"controller never fenced it, so no leader moved (the test bed, not mirror; see the nodes' "
-            f"server.log): {exc}"
+            f"cluster {cluster.alias} had not fenced node {node} {MOVE_SECONDS} s after its SIGKILL, so its "
+            f"leaders did not move (the test bed's controller, not mirror; see the nodes' server.log): {exc}"
         ) from exc
     return time.monotonic()
 
