@@ -25,10 +25,11 @@ import yaml
 
 from mirror.errors import ClusterTlsError, ClusterUnreachableError
 from mirror.kafka.clients import wait_until_reachable
-from mirror.local.broker import BrokerSpec, SaslUsers
+from mirror.local.broker import BrokerSpec
 from mirror.local.environment import start_brokers
 from mirror.local.jars import kafka_libs
 from mirror.local.ports import free_port
+from mirror.local.sasl import SaslUsers
 from mirror.local.tls import CertificateAuthority, TlsFiles
 from tests.checkpoint_flow import Flow
 from tests.helpers import assert_eventually, run_mirror

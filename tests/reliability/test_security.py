@@ -27,10 +27,11 @@ from confluent_kafka.admin import (
 )
 
 from mirror.config import load_config
-from mirror.local.broker import BrokerSpec, SaslUsers
+from mirror.local.broker import BrokerSpec
 from mirror.local.environment import start_brokers
 from mirror.local.jars import kafka_libs
 from mirror.local.ports import free_port
+from mirror.local.sasl import SaslUsers
 from mirror.security import RequiredAcl, required_acls
 from tests.helpers import run_mirror, unique_name
 from tests.kafka_backends import KafkaCluster
