@@ -1,4 +1,5 @@
-"""Follow one partition of a compacted internal topic, read_committed, catching up on demand.
+"""Follow a partition of a compacted internal topic (or one of each of several topics), read_committed,
+catching up on demand.
 
 The checkpoint and heartbeat components keep their state in Kafka topics (offset syncs,
 checkpoints, heartbeats) and re-read what is new before each decision. catch_up() takes the high
@@ -13,7 +14,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from mirror.errors import KafkaClientError
 from mirror.kafka.clients import consumer, retrying, translate
@@ -36,20 +37,8 @@ class PartitionTail:
     """A long-lived reader of `topic`-`partition`; not thread-safe, one per worker and topic."""
 
     def __init__(self, properties: Mapping[str, str], topic: str, partition: int = 0) -> None:
-        base = {
-            **properties,
-            "group.id": "mirror-tail",  # never commits; librdkafka wants a group for assign()
-            "enable.auto.commit": "false",
-            "enable.auto.offset.store": "false",
-            # Java's default, as MM2's consumers have: a tail stays assigned between rounds, and
-            # at 50 ms an idle one fetched 20 times a second (catch_up reads to an end it knows).
-            "fetch.wait.max.ms": "500",
-        }
         self.topic, self.partition = topic, partition
-        # librdkafka asks for end offsets at the consumer's isolation level; the high watermark
-        # (open transactions included) needs a read_uncommitted consumer.
-        self._ends = consumer({**base, "isolation.level": "read_uncommitted"})
-        self._reader = consumer({**base, "isolation.level": "read_committed"})
+        self._ends, self._reader = _tail_consumers(properties)
         self._reader.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
 
     def catch_up(self, *, timeout_seconds: float = 60.0) -> list[TailRecord]:
@@ -75,8 +64,7 @@ class PartitionTail:
                     if error.code() == KafkaError._PARTITION_EOF:
                         continue
                     raise translate(KafkaException(error), f"reading {self.topic}")
-                _, timestamp = message.timestamp()
-                records.append(TailRecord(message.key(), message.value(), timestamp, message.offset()))
+                records.append(_tail_record(message))
         return records
 
     def _position(self) -> int:
@@ -86,6 +74,86 @@ class PartitionTail:
     def close(self) -> None:
         self._ends.close()
         self._reader.close()
+
+
+class TopicTails:
+    """Partition 0 of each of a growing set of topics (heartbeats topics have one), read_committed,
+    through one pair of consumers however many topics it follows: a reader per topic cost a
+    target with many remote heartbeats topics two consumers and two fetches a second each, and
+    their first catch-ups in turn held a heartbeat round (and a `mirror run` stopping) for 15 s and
+    more (CI, 2026-12-02). Not thread-safe, one per worker and flow."""
+
+    def __init__(self, properties: Mapping[str, str]) -> None:
+        self._ends, self._reader = _tail_consumers(properties)
+        self.topics: list[str] = []
+
+    def follow(self, topic: str) -> None:
+        """Read `topic` from its start at the next catch-up; a topic already followed is left as is."""
+        if topic not in self.topics:
+            self._reader.incremental_assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+            self.topics.append(topic)
+
+    def catch_up(self, *, timeout_seconds: float) -> tuple[dict[str, list[TailRecord]], list[str]]:
+        """Every committed record written since the last call, per topic, and the topics not read
+        to the ends they had at the call within `timeout_seconds` (a transaction hanging, or a slow
+        cluster): what was read of them is returned, and the next call goes on from there."""
+        ends: dict[str, int] = {}
+        for topic in self.topics:
+            try:
+                low, end = self._ends.get_watermark_offsets(
+                    TopicPartition(topic, 0), timeout=timeout_seconds, cached=False
+                )
+            except KafkaException as exc:
+                raise translate(exc, f"reading the end of {topic}") from exc
+            if end > low:
+                ends[topic] = end
+        records: dict[str, list[TailRecord]] = {}
+        deadline = time.monotonic() + timeout_seconds
+        behind = self._behind(ends)
+        while behind and time.monotonic() < deadline:
+            for message in self._reader.consume(num_messages=5000, timeout=POLL_SECONDS):
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise translate(KafkaException(error), f"reading {message.topic()}")
+                records.setdefault(str(message.topic()), []).append(_tail_record(message))
+            behind = self._behind(ends)
+        return records, behind
+
+    def _behind(self, ends: Mapping[str, int]) -> list[str]:
+        if not ends:
+            return []
+        positions = self._reader.position([TopicPartition(topic, 0) for topic in ends])
+        return [tp.topic for tp in positions if tp.offset < ends[tp.topic]]
+
+    def close(self) -> None:
+        self._ends.close()
+        self._reader.close()
+
+
+def _tail_consumers(properties: Mapping[str, str]) -> tuple[Consumer, Consumer]:
+    """A tail's end reader and record reader."""
+    base = {
+        **properties,
+        "group.id": "mirror-tail",  # never commits; librdkafka wants a group for assign()
+        "enable.auto.commit": "false",
+        "enable.auto.offset.store": "false",
+        # Java's default, as MM2's consumers have: a tail stays assigned between rounds, and
+        # at 50 ms an idle one fetched 20 times a second (catch_up reads to an end it knows).
+        "fetch.wait.max.ms": "500",
+    }
+    # librdkafka asks for end offsets at the consumer's isolation level; the high watermark
+    # (open transactions included) needs a read_uncommitted consumer.
+    return (
+        consumer({**base, "isolation.level": "read_uncommitted"}),
+        consumer({**base, "isolation.level": "read_committed"}),
+    )
+
+
+def _tail_record(message: Message) -> TailRecord:
+    _, timestamp = message.timestamp()
+    return TailRecord(message.key(), message.value(), timestamp, message.offset())
 
 
 def newest_timestamp(

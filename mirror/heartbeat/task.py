@@ -30,7 +30,7 @@ from mirror.errors import (
 )
 from mirror.flow.ownership import flow_mark_reader, stop_if_flow_taken_over
 from mirror.flow.source_offsets import FIXED_OFFSET, encode_heartbeat_key, encode_value
-from mirror.flow.tail import PartitionTail
+from mirror.flow.tail import TopicTails
 from mirror.kafka.admin import list_topics
 from mirror.kafka.clients import admin_client
 from mirror.kafka.transactions import (
@@ -50,6 +50,9 @@ MAX_ATTEMPTS = 2  # the next round, an interval later, is the real retry
 ROUND_WAIT_SECONDS = 2.0
 TRANSACTION_TIMEOUT_MS = "30000"
 TOPICS_REFRESH_SECONDS = 10.0
+# How long a round reads remote heartbeats: a round running when `mirror run` stops gets
+# ROUND_STOP_GRACE_SECONDS (10 s) before it is abandoned.
+WATCH_SECONDS = 8.0
 
 
 @dataclass
@@ -82,7 +85,7 @@ class _Emitter:
 class _Watch:
     """The newest heartbeat per remote heartbeats topic on the target, and when it was first seen."""
 
-    tails: dict[str, PartitionTail] = field(default_factory=dict)
+    tail: TopicTails | None = None
     newest: dict[str, tuple[Heartbeat, int]] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
     topics_listed_at: float = -1e18
@@ -242,17 +245,26 @@ def _watch(settings: FlowSettings) -> list[HeartbeatRow]:
     watch = _WATCHES.setdefault(settings.name, _Watch())
     policy = settings.policy()
     try:
+        if watch.tail is None:
+            watch.tail = TopicTails(settings.target_consumer)
         if time.monotonic() - watch.topics_listed_at >= TOPICS_REFRESH_SECONDS:
             admin = _ADMINS.get(settings.name)
             if admin is None:
                 admin = _ADMINS[settings.name] = admin_client(settings.target_admin)
             topics = list_topics(admin, what=f"target cluster {settings.target}")
             for topic in remote_heartbeat_topics(topics, policy):
-                if topic not in watch.tails:
-                    watch.tails[topic] = PartitionTail(settings.target_consumer, topic)
+                watch.tail.follow(topic)
             watch.topics_listed_at = time.monotonic()
-        for topic, tail in watch.tails.items():
-            for record in tail.catch_up(timeout_seconds=10):
+        read, behind = watch.tail.catch_up(timeout_seconds=WATCH_SECONDS)
+        if behind:
+            # The rest is read next round, from where this one stopped.
+            log.warning(
+                "flow %s: remote heartbeats on %s not read to their end in %gs: %s; a transaction "
+                "may be hanging on the cluster, check it with kafka-transactions.sh",
+                settings.name, settings.target, WATCH_SECONDS, ", ".join(behind[:5]),
+            )  # fmt: skip
+        for topic, records in read.items():
+            for record in records:
                 try:
                     heartbeat = Heartbeat.decode(record.key, record.value)
                 except WireFormatError as exc:
@@ -271,8 +283,8 @@ def _watch(settings: FlowSettings) -> list[HeartbeatRow]:
         log.warning(
             "flow %s: reading remote heartbeats on %s failed: %s", settings.name, settings.target, exc
         )
-        for tail in watch.tails.values():
-            tail.close()
+        if watch.tail is not None:
+            watch.tail.close()
         _WATCHES.pop(settings.name, None)
         return []
     skipped = [HeartbeatRow("skipped", "", "", 0, topic=topic, count=n) for topic, n in watch.skipped.items()]
