@@ -19,6 +19,7 @@ from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirror.local.ports import free_port
+from mirror.spark.jvm import class_archive
 from tests.helpers import assert_eventually, retrying
 from tests.kafka_backends import KafkaCluster
 
@@ -124,8 +125,28 @@ class MirrorRun:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait(timeout=30)
+        archive = class_archive()
+        if self.process.returncode >= 0 and archive is not None and not archive.exists():
+            # After a run that ended by itself, the Spark JVM writes the class archive later runs
+            # start from (mirror.spark.jvm) as it exits, a moment after the driver: killed then,
+            # as the runs of a CI were, it left none, and each run loaded Spark's classes anew.
+            # A run killed stays a crash: what it left behind dies at once.
+            _wait_for_group_to_end(self.process.pid, timeout=ARCHIVE_WRITE_SECONDS)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
+
+
+ARCHIVE_WRITE_SECONDS = 30.0
+
+
+def _wait_for_group_to_end(group: int, *, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(group, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.2)
 
 
 def source_ends(source: KafkaCluster, topics: list[str]) -> dict[tuple[str, int], int]:

@@ -33,7 +33,7 @@ _PART_SETTLED_SECONDS = 15.0
 
 def driver_java_options(extra: str = "") -> str:
     options = ["-XX:TieredStopAtLevel=1"]
-    archive = _archive()
+    archive = class_archive()
     if archive is not None:
         archive.parent.mkdir(parents=True, exist_ok=True)
         _settle(archive)
@@ -61,7 +61,7 @@ def _settle(archive: Path) -> None:
             continue  # another run settled it first
 
 
-def _archive() -> Path | None:
+def class_archive() -> Path | None:
     """Where this JVM and pyspark keep their class archive; None if the JVM cannot be found."""
     java_home = os.environ.get("JAVA_HOME")
     java = Path(java_home) / "bin" / "java" if java_home else shutil.which("java")
