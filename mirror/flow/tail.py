@@ -58,13 +58,7 @@ class PartitionTail:
                     f"{self.topic}: could not read to offset {end} within {timeout_seconds:g}s; "
                     "a transaction may be hanging on the cluster, check it with kafka-transactions.sh"
                 )
-            for message in self._reader.consume(num_messages=5000, timeout=POLL_SECONDS):
-                error = message.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        continue
-                    raise translate(KafkaException(error), f"reading {self.topic}")
-                records.append(_tail_record(message))
+            records += [_tail_record(message) for message in _polled(self._reader)]
         return records
 
     def _position(self) -> int:
@@ -111,12 +105,7 @@ class TopicTails:
         deadline = time.monotonic() + timeout_seconds
         behind = self._behind(ends)
         while behind and time.monotonic() < deadline:
-            for message in self._reader.consume(num_messages=5000, timeout=POLL_SECONDS):
-                error = message.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        continue
-                    raise translate(KafkaException(error), f"reading {message.topic()}")
+            for message in _polled(self._reader):
                 records.setdefault(str(message.topic()), []).append(_tail_record(message))
             behind = self._behind(ends)
         return records, behind
@@ -149,6 +138,18 @@ def _tail_consumers(properties: Mapping[str, str]) -> tuple[Consumer, Consumer]:
         consumer({**base, "isolation.level": "read_uncommitted"}),
         consumer({**base, "isolation.level": "read_committed"}),
     )
+
+
+def _polled(reader: Consumer) -> list[Message]:
+    """One poll's records; an error other than a partition's end raises."""
+    messages = []
+    for message in reader.consume(num_messages=5000, timeout=POLL_SECONDS):
+        error = message.error()
+        if error is None:
+            messages.append(message)
+        elif error.code() != KafkaError._PARTITION_EOF:
+            raise translate(KafkaException(error), f"reading {message.topic()}")
+    return messages
 
 
 def _tail_record(message: Message) -> TailRecord:
