@@ -235,7 +235,10 @@ class LocalBroker:
                 start_new_session=True,
             )
 
-    def wait_until_ready(self, timeout_seconds: float = 60.0) -> None:
+    def wait_until_ready(self, timeout_seconds: float = 120.0) -> None:
+        """Return once the broker answers a metadata request. A node restarted after a SIGKILL first
+        waits out its old registration's session (DUPLICATE_BROKER_REGISTRATION, 9 s idle); on a
+        loaded CI machine such a restart ran past 60 s."""
         deadline = time.monotonic() + timeout_seconds
         properties = self.spec.client_properties()
         while True:
@@ -247,10 +250,11 @@ class LocalBroker:
                 )
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                server_log = self.spec.log_dir / "server.log"
                 raise LocalClusterError(
                     f"cluster {self.spec.alias}: broker {self.spec.node_id} did not answer on "
-                    f"{self.bootstrap_servers} within "
-                    f"{timeout_seconds:g}s; see {self.spec.log_dir / 'server.log'}"
+                    f"{self.bootstrap_servers} within {timeout_seconds:g}s (last logged: "
+                    f"{_last_step(server_log)}); see {server_log}"
                 )
             try:
                 wait_until_reachable(properties, timeout_seconds=min(remaining, 2.0), what=self.spec.alias)
@@ -331,16 +335,28 @@ def new_cluster_id() -> str:
 
 def _last_error(server_log: Path) -> str:
     """The broker's last ERROR or FATAL line, without its timestamp: why it exited, in one line."""
+    return _last_logged(server_log, (" ERROR ", " FATAL "), "no error logged")
+
+
+def _last_step(server_log: Path) -> str:
+    """Where a broker that does not answer is stuck, in one line: its last warning, error or
+    lifecycle step (a restarted node waits out its old registration's session, for one)."""
+    return _last_logged(
+        server_log, (" WARN ", " ERROR ", " FATAL ", "BrokerLifecycleManager"), "nothing logged"
+    )
+
+
+def _last_logged(server_log: Path, markers: tuple[str, ...], otherwise: str) -> str:
     try:
         with server_log.open("rb") as log:
             log.seek(max(0, log.seek(0, os.SEEK_END) - _LOG_TAIL_BYTES))
             tail = log.read().decode("utf-8", "replace")
     except OSError:
         return "no server.log"
-    errors = [line for line in tail.splitlines() if " ERROR " in line or " FATAL " in line]
-    if not errors:
-        return "no error logged"
-    message = errors[-1].split("] ", 1)[-1].strip()
+    lines = [line for line in tail.splitlines() if any(marker in line for marker in markers)]
+    if not lines:
+        return otherwise
+    message = lines[-1].split("] ", 1)[-1].strip()
     return message if len(message) <= _ERROR_CHARS else message[: _ERROR_CHARS - 3] + "..."
 
 

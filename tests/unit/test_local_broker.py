@@ -83,3 +83,23 @@ def test_a_broker_that_exits_while_starting_is_reported_with_the_last_error_it_l
         "controller quorum. (org.apache.kafka.server.BrokerLifecycleManager)"
     )
     assert broker._last_error(tmp_path / "absent.log") == "no server.log"
+
+
+def test_a_broker_that_does_not_answer_is_reported_with_the_lifecycle_step_it_is_stuck_at(
+    tmp_path: Path,
+) -> None:
+    server_log = tmp_path / "server.log"
+    server_log.write_text(
+        "[2026-12-02 13:10:08,281] INFO [GroupCoordinator id=1] Loaded classic group invoicing\n"
+        "[2026-12-02 13:10:09,121] INFO [BrokerLifecycleManager id=1] Unable to register broker 1 because "
+        "the controller returned error DUPLICATE_BROKER_REGISTRATION "
+        "(org.apache.kafka.server.BrokerLifecycleManager)\n"
+        "[2026-12-02 13:10:09,200] INFO [TransactionCoordinator id=1] Startup complete.\n",
+        encoding="utf-8",
+    )
+
+    assert broker._last_step(server_log) == (
+        "INFO [BrokerLifecycleManager id=1] Unable to register broker 1 because the controller returned "
+        "error DUPLICATE_BROKER_REGISTRATION (org.apache.kafka.server.BrokerLifecycleManager)"
+    )
+    assert broker._last_step(tmp_path / "absent.log") == "no server.log"
