@@ -39,7 +39,7 @@ KEEP = {"retention.ms": "-1"}
 # Each copy producer's transactions, opened and committed its own way, die with the process, six
 # times each (a new seed every run): ten for librdkafka's took 344 s of a CI run (34 s a kill, most
 # of it the next run's start), the longest test of the parallel pass.
-@pytest.mark.parametrize(("copy_producer", "kills"), [("librdkafka", KILLS), ("aiokafka", KILLS)])
+@pytest.mark.parametrize("copy_producer", ["librdkafka", "aiokafka"])
 def test_sigkills_at_random_moments_with_hundreds_of_partitions_lose_and_duplicate_nothing(
     source_cluster: KafkaCluster,
     target_cluster: KafkaCluster,
@@ -47,7 +47,6 @@ def test_sigkills_at_random_moments_with_hundreds_of_partitions_lose_and_duplica
     request: pytest.FixtureRequest,
     reliability: Record,
     copy_producer: str,
-    kills: int,
 ) -> None:
     seed = run_seed()
     rng = random.Random(seed)
@@ -81,7 +80,7 @@ def test_sigkills_at_random_moments_with_hundreds_of_partitions_lose_and_duplica
     moments: Counter[str] = Counter()
     left_open: list[tuple[str, list[str]]] = []  # per kill: when it came, the transactions it left open
     try:
-        for kill in range(kills):
+        for kill in range(KILLS):
             run = MirrorRun(config, tmp_path / f"run-{kill}.log")
             try:
                 if rng.random() < 0.7:
@@ -103,7 +102,7 @@ def test_sigkills_at_random_moments_with_hundreds_of_partitions_lose_and_duplica
             # Before the next run fences them: what the coordinators still hold open is what the
             # kill interrupted (they would time out only after transaction.timeout.ms, 60 s).
             left_open.append((moment, open_transactions(target_cluster, "mirror-A-B-task:")))
-            if kill == kills // 2:
+            if kill == KILLS // 2:
                 (tmp_path / "state").rename(tmp_path / f"state-deleted-{kill}")  # the target is the truth
     finally:
         produced = traffic.stop()
@@ -118,7 +117,7 @@ def test_sigkills_at_random_moments_with_hundreds_of_partitions_lose_and_duplica
     aborted = aborted_on_target(target_cluster, [f"A.{t}" for t in topics])
     reliability(
         "fault",
-        f"SIGKILL of `mirror run` at {kills} random moments, {TOPICS * PARTITIONS} partitions, "
+        f"SIGKILL of `mirror run` at {KILLS} random moments, {TOPICS * PARTITIONS} partitions, "
         f"2 tasks of 3 {copy_producer} producers, transactions every 100 ms, Spark state deleted once",
         does=(
             "open transactions die with the process and are aborted when the next run fences their "
