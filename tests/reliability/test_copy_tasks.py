@@ -7,7 +7,6 @@ read_committed), which shows the faults hit open transactions."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import signal
@@ -27,7 +26,7 @@ from tests.helpers import assert_eventually, create_topic, run_seed, unique_name
 from tests.kafka_backends import KafkaCluster
 from tests.mirror_process import MirrorRun, wait_until_caught_up, wait_until_copying, write_config
 from tests.reliability.conftest import Record
-from tests.reliability.traffic import Traffic, compare_topics, process_tree
+from tests.reliability.traffic import Traffic, compare_topics, process_tree, signal_each
 from tests.seeding import LARGE_VALUE, produce_mixed
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.reliability]
@@ -241,7 +240,7 @@ def test_a_frozen_instance_is_fenced_when_another_takes_over_and_exits_when_it_t
     try:
         wait_until_copying(source_cluster, target_cluster, [topic], first, more=3000)
         frozen = process_tree(first.process.pid)
-        _signal_each(frozen, signal.SIGSTOP)
+        signal_each(frozen, signal.SIGSTOP)
         # The assignment changes under the zombie: more partitions, and more tasks.
         admin = AdminClient(source_cluster.properties())  # kept: a collected client cancels its futures
         admin.create_partitions([NewPartitions(topic, 16)])[topic].result(30)
@@ -251,14 +250,14 @@ def test_a_frozen_instance_is_fenced_when_another_takes_over_and_exits_when_it_t
             tmp_path / "second.log",
         )
         wait_until_copying(source_cluster, target_cluster, [topic], second, more=2000, timeout=180)
-        _signal_each(frozen, signal.SIGCONT)
+        signal_each(frozen, signal.SIGCONT)
         frozen = []
         first_exit = first.wait(timeout=120)
         produced = traffic.stop()
         wait_until_caught_up(source_cluster, target_cluster, [topic], second)
         second_exit = second.stop()
     finally:
-        _signal_each(frozen, signal.SIGCONT)
+        signal_each(frozen, signal.SIGCONT)
         traffic.stop()
         first.cleanup()
         if second is not None:
@@ -284,15 +283,6 @@ def test_a_frozen_instance_is_fenced_when_another_takes_over_and_exits_when_it_t
     assert second_exit == 0, second.output()[-3000:]
     assert comparison.exact, comparison
     assert comparison.checked == 5000 + produced
-
-
-def _signal_each(pids: list[int], signum: signal.Signals) -> None:
-    """Stop or continue each process of a tree listed a moment before. One that has exited since
-    (a short-lived child, reaped by a parent not yet stopped) needs neither: a CI run's thaw failed
-    with ProcessLookupError and left the frozen run behind for the next test."""
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signum)
 
 
 def test_a_signal_to_the_whole_process_group_stops_cleanly_within_15_seconds(

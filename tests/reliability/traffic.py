@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
+import signal
 import threading
 import time
 from collections.abc import Sequence
@@ -121,6 +123,15 @@ def process_tree(root_pid: int) -> list[int]:
         tree.append(pid)
         stack.extend(children.get(pid, []))
     return tree
+
+
+def signal_each(pids: list[int], signum: signal.Signals) -> None:
+    """Send `signum` to each process of a tree listed a moment before. One that has exited since (a
+    short-lived child, reaped by a parent not yet stopped) is skipped: a CI run's SIGCONT to a
+    frozen tree raised on one and left the rest frozen."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
 
 
 def process_alive(pid: int) -> bool:
