@@ -33,6 +33,15 @@ def test_a_source_consumer_of_more_partitions_than_one_consumer_reads_waits_as_j
     assert source_reader_config({}, "copier", partitions=5000)["fetch.wait.max.ms"] == "500"
 
 
+def test_a_source_consumer_of_more_partitions_than_one_consumer_reads_paces_its_fetches() -> None:
+    many = source_reader_config({}, "copier", partitions=5000)
+    assert many["queued.min.messages"] == "1"
+    assert many["fetch.queue.backoff.ms"] == "100"
+    few = source_reader_config({}, "copier", partitions=1000)
+    assert "queued.min.messages" not in few
+    assert "fetch.queue.backoff.ms" not in few
+
+
 def test_the_users_consumer_properties_win_but_never_over_read_committed() -> None:
     user = {"fetch.wait.max.ms": "20", "isolation.level": "read_uncommitted"}
     config = source_reader_config(user, "copier", partitions=500)
