@@ -20,15 +20,24 @@ from mirror.source.split_reader import PARTITIONS_PER_CONSUMER
 TRANSACTION_TIMEOUT_MS = "60000"
 
 
-# Under a thin load over many partitions a fetch returns as soon as any one of them has a record,
-# so each consumer would fetch again at once, naming every one of its 1,000 partitions for a few
-# records: the source broker's cost is per partition named. librdkafka does not fetch a partition
-# while its consumer's queue holds queued.min.messages (the consumer's whole queue: partitions'
-# queues forward to it), and backs it off fetch.queue.backoff.ms. With a minimum of one, a
-# partition is fetched again at most every 100 ms while records keep arriving, in a request with
-# the partitions that are due; an idle consumer's queue is empty, so its fetches park at the broker
-# as before. Java's consumer gets the same saving from incremental fetch sessions (KIP-227).
-_PACED_FETCHES = {"queued.min.messages": "1", "fetch.queue.backoff.ms": "100"}
+# How a task's consumers fetch. A fetch parked at the broker returns when records arrive, but not
+# always when a source transaction's commit makes them readable: its wait is bounded.
+#
+# A task of more partitions than one consumer reads waits as long as Java consumers do (500 ms):
+# its consumers' idle fetches, each naming up to 1,000 partitions, are the source broker's main load
+# at that scale. Under a thin load a fetch returns as soon as any partition has a record, so each
+# consumer would fetch again at once, naming all its partitions for a few records (the broker's cost
+# is per partition named). librdkafka does not fetch a partition while its consumer's queue holds
+# queued.min.messages (the whole consumer's queue: partitions' queues forward to it), and backs it
+# off fetch.queue.backoff.ms. With a minimum of one, a partition is fetched again at most every
+# 100 ms while records keep arriving; an idle consumer's queue is empty, so its fetches park at the
+# broker as before. Java's consumer saves the same through incremental fetch sessions (KIP-227).
+_FEW_PARTITIONS_FETCHES = {"fetch.wait.max.ms": "100"}
+_MANY_PARTITIONS_FETCHES = {
+    "fetch.wait.max.ms": "500",
+    "queued.min.messages": "1",
+    "fetch.queue.backoff.ms": "100",
+}
 
 
 def source_reader_config(properties: dict[str, str], group_id: str, partitions: int) -> dict[str, str]:
@@ -39,13 +48,7 @@ def source_reader_config(properties: dict[str, str], group_id: str, partitions: 
         # Prefetch stays bounded however many partitions one task owns: librdkafka's default
         # (64 MB a partition) would let a thousand partitions buffer gigabytes in catch-up.
         "queued.max.messages.kbytes": str(max(1024, 262_144 // max(1, partitions))),
-        # A fetch parked at the broker returns when records arrive, but not always when a
-        # source transaction's commit makes them readable: bound that wait. A task of more
-        # partitions than one consumer reads waits as long as Java consumers do (500 ms): its
-        # consumers' idle fetches, each naming up to 1,000 partitions, are the source
-        # broker's main load at that scale.
-        "fetch.wait.max.ms": "500" if many else "100",
-        **(_PACED_FETCHES if many else {}),
+        **(_MANY_PARTITIONS_FETCHES if many else _FEW_PARTITIONS_FETCHES),
         **properties,
         "group.id": group_id,
         "enable.auto.commit": "false",
