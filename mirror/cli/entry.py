@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import faulthandler
+import io
 import logging
 import sys
 import traceback
@@ -48,6 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # A crash in a C extension (librdkafka, the JVM gateway's sockets) would otherwise end the run
+    # with a bare signal and no trace of where it was; this prints every thread's Python stack. A
+    # caller in the same process whose stderr is no file (pytest's capture) goes without.
+    with contextlib.suppress(io.UnsupportedOperation, ValueError):
+        faulthandler.enable()
     parser = build_parser()
     args = parser.parse_args(argv)
     # In the run's format from the start: a bad mm2.yaml is reported before its levels are known.

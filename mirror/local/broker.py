@@ -250,17 +250,20 @@ class LocalBroker:
                 )
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                server_log = self.spec.log_dir / "server.log"
                 raise LocalClusterError(
                     f"cluster {self.spec.alias}: broker {self.spec.node_id} did not answer on "
                     f"{self.bootstrap_servers} within {timeout_seconds:g}s (last logged: "
-                    f"{_last_step(server_log)}); see {server_log}"
+                    f"{self.last_step()}); see {self.spec.log_dir / 'server.log'}"
                 )
             try:
                 wait_until_reachable(properties, timeout_seconds=min(remaining, 2.0), what=self.spec.alias)
                 return
             except ClusterUnreachableError:
                 continue
+
+    def last_step(self) -> str:
+        """The broker's last warning, error or lifecycle step logged, in one line."""
+        return _last_step(self.spec.log_dir / "server.log")
 
     def kill(self) -> None:
         """SIGKILL the broker, as a crash would; start() brings it back with its data."""

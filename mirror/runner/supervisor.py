@@ -119,7 +119,11 @@ class Supervisor:
         enabled = [(choose_copy_producer(settings, flow, self._out), flow) for settings, flow in enabled]
         # Installed first: a stop requested during start-up is honoured, never a default kill.
         previous = {sig: signal.signal(sig, self.request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-        scheduler = BackgroundScheduler(job_defaults={"max_instances": 1, "coalesce": True})
+        # A run due while the driver was starved of CPU runs late rather than not at all: with
+        # APScheduler's default grace of 1 s, a loaded machine skipped config syncs unseen.
+        scheduler = BackgroundScheduler(
+            job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None}
+        )
         try:
             self._start(enabled, scheduler)
             if not self._stop.is_set():

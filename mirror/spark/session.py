@@ -71,6 +71,8 @@ def build_session(config: SparkConfig, *, copy_tasks: int = 0, flows: int = 1) -
         # heartbeat), so small rounds are not queued behind a large copy batch.
         "spark.scheduler.mode": "FAIR",
         "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile={log4j}",
+        # A Python worker that crashes reports its stack in the task's error, not only its exit code.
+        "spark.python.worker.faulthandler.enabled": "true",
     }
     options.update(config.conf)
     options["spark.driver.extraJavaOptions"] = driver_java_options(

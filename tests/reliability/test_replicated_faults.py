@@ -344,9 +344,44 @@ def _fenced(cluster: KafkaCluster, node: int) -> float:
     except AssertionError as exc:
         raise AssertionError(
             f"cluster {cluster.alias} had not fenced node {node} {MOVE_SECONDS} s after its SIGKILL, so its "
-            f"leaders did not move (the test bed's controller, not mirror; see the nodes' server.log): {exc}"
+            f"leaders did not move (the test bed's controller, not mirror): {exc}\n"
+            + _quorum_diagnosis(cluster)
         ) from exc
     return time.monotonic()
+
+
+def _quorum_status(cluster: KafkaCluster, *what: str) -> subprocess.CompletedProcess[str]:
+    """Kafka's own metadata-quorum tool against `cluster`: `describe --status`, `--replication`."""
+    assert cluster.libs is not None
+    command = [
+        "java", "-cp", str(cluster.libs / "*"), "org.apache.kafka.tools.MetadataQuorumCommand",
+        "--bootstrap-server", cluster.bootstrap_servers, "describe", *what,
+    ]  # fmt: skip
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+
+
+_GC_PAUSE = re.compile(r"Pause .* (\d+\.\d+)ms$")
+
+
+def _quorum_diagnosis(cluster: KafkaCluster) -> str:
+    """What a stuck fencing needs to be told apart (a quorum without a leader, a voter far behind,
+    a node in long GC pauses): the quorum's replication as Kafka's tool reports it, and per node
+    whether it runs, its last warning or lifecycle step, and its longest GC pause logged."""
+    assert cluster.nodes is not None
+    replication = _quorum_status(cluster, "--replication")
+    lines = [f"quorum of {cluster.alias}: " + (replication.stdout or replication.stderr).strip()]
+    for node_id, broker in cluster.nodes.brokers.items():
+        try:
+            logged = broker.spec.gc_log.read_text().splitlines()
+        except OSError:
+            logged = []
+        pauses = [float(m.group(1)) for m in map(_GC_PAUSE.search, logged) if m]
+        longest = f"{max(pauses):.0f} ms" if pauses else "none logged"
+        lines.append(
+            f"node {node_id}: {'running' if broker.pid is not None else 'not running'}, "
+            f"longest GC pause {longest}, last logged: {broker.last_step()}"
+        )
+    return "\n".join(lines)
 
 
 def _broker_to_lose(
@@ -597,12 +632,8 @@ def _cut_off(toxiproxy: Toxiproxy, cluster: KafkaCluster, role: str, run: Mirror
 
 def _kill_controller(cluster: KafkaCluster) -> str:
     """SIGKILL the quorum's leader (every node is a controller and a broker), then start it again."""
-    assert cluster.nodes is not None and cluster.libs is not None
-    command = [
-        "java", "-cp", str(cluster.libs / "*"), "org.apache.kafka.tools.MetadataQuorumCommand",
-        "--bootstrap-server", cluster.bootstrap_servers, "describe", "--status",
-    ]  # fmt: skip
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert cluster.nodes is not None
+    result = _quorum_status(cluster, "--status")
     leader = re.search(r"LeaderId:\s+(\d+)", result.stdout)
     assert result.returncode == 0 and leader, result.stdout + result.stderr
     return _down_for(cluster, int(leader.group(1)), 0) + " (the active controller)"

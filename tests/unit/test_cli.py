@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -72,3 +74,24 @@ def test_status_without_local_clusters_says_how_to_start_them(tmp_path: Path) ->
     result = run_mirror("local", "status", "--dir", str(tmp_path / "none"))
     assert result.returncode == 1
     assert "mirror local up" in result.stdout
+
+
+def test_a_crash_in_native_code_prints_the_python_stack_it_happened_in(tmp_path: Path) -> None:
+    script = tmp_path / "crash.py"
+    script.write_text(
+        "import argparse, ctypes\n"
+        "from mirror.cli import entry\n"
+        "def crash_in_native_code(args):\n"
+        "    ctypes.string_at(0)\n"
+        "parser = argparse.ArgumentParser()\n"
+        "parser.set_defaults(handler=crash_in_native_code, debug=False)\n"
+        "entry.build_parser = lambda: parser\n"
+        "entry.main([])\n",
+        encoding="utf-8",
+    )
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode < 0, result.stderr
+    assert "Fatal Python error: Segmentation fault" in result.stderr
+    assert "in crash_in_native_code" in result.stderr
