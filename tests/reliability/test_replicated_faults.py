@@ -368,8 +368,12 @@ def _quorum_diagnosis(cluster: KafkaCluster) -> str:
     a node in long GC pauses): the quorum's replication as Kafka's tool reports it, and per node
     whether it runs, its last warning or lifecycle step, and its longest GC pause logged."""
     assert cluster.nodes is not None
-    replication = _quorum_status(cluster, "--replication")
-    lines = [f"quorum of {cluster.alias}: " + (replication.stdout or replication.stderr).strip()]
+    try:
+        replication = _quorum_status(cluster, "--replication")
+        quorum = (replication.stdout or replication.stderr).strip()
+    except subprocess.TimeoutExpired:  # the diagnosis must not hide the failure it explains
+        quorum = "Kafka's metadata-quorum tool did not answer within 120 s"
+    lines = [f"quorum of {cluster.alias}: {quorum}"]
     for node_id, broker in cluster.nodes.brokers.items():
         try:
             logged = broker.spec.gc_log.read_text().splitlines()
