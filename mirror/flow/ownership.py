@@ -22,14 +22,21 @@ def flow_mark_reader(settings: FlowSettings) -> Consumer:
     return committed_reader(settings.target_consumer, settings.lease_group())
 
 
-def read_flow_mark(settings: FlowSettings, owner_reader: Consumer) -> FlowMark | None:
+def read_flow_mark(
+    settings: FlowSettings, owner_reader: Consumer, *, timeout_seconds: float = 30.0
+) -> FlowMark | None:
     """The flow mark the lease's owner committed last (mirror.flow.mark); None if none yet.
 
-    `owner_reader` is a read_committed consumer in the flow's lease group.
+    `owner_reader` is a consumer in the flow's lease group: read_committed (flow_mark_reader) waits
+    for a renewal still open; read_uncommitted ignores open transactions (mirror.source.lease).
     """
     return FlowMark.decode(
         committed_metadata(
-            owner_reader, settings.offsets_topic, 0, f"flow {settings.name}: reading the flow's owner"
+            owner_reader,
+            settings.offsets_topic,
+            0,
+            f"flow {settings.name}: reading the flow's owner",
+            timeout_seconds=timeout_seconds,
         )
     )
 

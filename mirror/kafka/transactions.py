@@ -208,12 +208,17 @@ def abort_quietly(producer: Producer) -> bool:
     return True
 
 
-def committed_metadata(reader: Consumer, topic: str, partition: int, doing: str) -> str | None:
+def committed_metadata(
+    reader: Consumer, topic: str, partition: int, doing: str, *, timeout_seconds: float = 30.0
+) -> str | None:
     """The metadata `reader`'s group committed with its offset of `topic`-`partition`; errors classified.
 
-    `reader` reads read_committed where the metadata is written in transactions (the flow mark).
+    `reader` reads read_committed where the metadata is written in transactions (the flow mark):
+    while a transaction holding offsets of the group is open, the read waits for it to end.
     """
-    (committed,) = call(lambda: reader.committed([TopicPartition(topic, partition)], timeout=30), doing)
+    (committed,) = call(
+        lambda: reader.committed([TopicPartition(topic, partition)], timeout=timeout_seconds), doing
+    )
     if committed.error is not None:
         # An offset that could not be read (a renewal not decided yet, a coordinator loading) is
         # no "nothing committed": that would read as a flow no one owns.

@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 
 STUCK_RENEWALS = 5  # consecutive failed renewals before the producer is replaced
 MARK_READ_SECONDS = 30.0
+# How long take() waits for open transactions holding the lease group's offsets to end (fencing
+# ended the lease's own at once) before it reads the mark committed last without them.
+STABLE_READ_SECONDS = 10.0
 # How long taking the lease may keep retrying a target that answers slowly: right after it created
 # 10,000 remote partitions, a bench target took more than init_transactions' 60 s once.
 TAKE_SECONDS = 300.0
@@ -72,15 +75,63 @@ class FlowLease:
                     raise translate(exc, doing) from exc
                 log.warning("%s: %s; trying again", doing, error.str())
                 time.sleep(1.0)
-        deadline = time.monotonic() + MARK_READ_SECONDS
+        return self._previous_mark()
+
+    def _previous_mark(self) -> FlowMark | None:
+        """The mark the lease's last holder committed, read once take() has fenced it.
+
+        The read_committed read waits while any transaction holding offsets of the lease group is
+        open. Fencing ended the lease's own, so one still open after STABLE_READ_SECONDS is some
+        other: one the target never ended. After a broker restart a CI run's target answered no
+        read_committed read of the mark for minutes, and each start gave up on it. The mark
+        committed last is then the previous holder's; this instance's first renewal commits over it.
+        """
+        now = time.monotonic()
+        deadline, stable_until = now + MARK_READ_SECONDS, now + STABLE_READ_SECONDS
         while True:
+            stable = time.monotonic() < stable_until
             try:
-                return read_flow_mark(self._settings, self._owner_reader)
-            except (RetriableError, AbortableError, KafkaClientError):
+                if stable:
+                    return read_flow_mark(self._settings, self._owner_reader, timeout_seconds=5.0)
+                return self._mark_ignoring_open_transactions()
+            except (RetriableError, AbortableError, KafkaClientError) as exc:
                 # A group's coordinator may still be loading (NOT_COORDINATOR) right after start.
                 if time.monotonic() >= deadline:
-                    raise
+                    if isinstance(exc, KafkaClientError) and type(exc) is not KafkaClientError:
+                        raise  # a refusal (authorization, TLS) says its own fix
+                    raise KafkaClientError(
+                        f"{exc}; the coordinator of group {self._settings.lease_group()} on "
+                        f"{self._settings.target} did not answer for {MARK_READ_SECONDS:g} s: see its "
+                        "broker's log"
+                    ) from exc
             time.sleep(0.5)
+
+    def _mark_ignoring_open_transactions(self) -> FlowMark | None:
+        reader = consumer(
+            {
+                **self._settings.target_consumer,
+                "group.id": self._settings.lease_group(),
+                "isolation.level": "read_uncommitted",  # OffsetFetch without require_stable
+            }
+        )
+        try:
+            mark = read_flow_mark(self._settings, reader, timeout_seconds=5.0)
+        finally:
+            reader.close()
+        try:
+            # A coordinator that was only loading answers both reads by now: nothing to warn about.
+            return read_flow_mark(self._settings, self._owner_reader, timeout_seconds=2.0)
+        except (RetriableError, AbortableError, KafkaClientError):
+            pass
+        log.warning(
+            "flow %s: a transaction %s never ended holds offsets of group %s, so read_committed "
+            "reads of the flow's owner wait; going on from the mark committed last. Find and end it "
+            "with kafka-transactions.sh find-hanging and abort (KIP-664)",
+            self._settings.name,
+            self._settings.target,
+            self._settings.lease_group(),
+        )
+        return mark
 
     def acquire(self, mark: FlowMark) -> None:
         """Record this instance as the flow's owner with `mark`; after take()."""
