@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import socket
@@ -17,6 +16,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirror.config import load_config
 from tests.helpers import assert_eventually, create_topic, run_mirror
+from tests.reliability.traffic import signal_each
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.solo]
 
@@ -176,13 +176,20 @@ def _poll_one(consumer: Consumer) -> bytes:
 
 def test_ctrl_c_during_up_stops_the_brokers_it_started(tmp_path: Path) -> None:
     base = free_base_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "mirror", "local", "up", "--dir", "clusters", "--base-port", str(base)],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    # `up` as from a terminal. A test run started in the background (`cmd &` in a script) ignores
+    # SIGINT, a child inherits that, and its Python then raises no KeyboardInterrupt at all; a
+    # handler here (not inherited: exec resets it) starts the child with the default instead.
+    ignored = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "mirror", "local", "up", "--dir", "clusters", "--base-port", str(base)],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    finally:
+        signal.signal(signal.SIGINT, ignored)
     try:
         # Interrupt once both JVMs exist but before they are ready. They are held stopped across
         # the interrupt: on an idle machine they were ready, and `up` done, before it arrived.
@@ -194,22 +201,20 @@ def test_ctrl_c_during_up_stops_the_brokers_it_started(tmp_path: Path) -> None:
             interval=0.05,
         )
         brokers = broker_pids(tmp_path / "clusters" / "A") + broker_pids(tmp_path / "clusters" / "B")
-        for pid in brokers:
-            os.kill(pid, signal.SIGSTOP)
+        signal_each(brokers, signal.SIGSTOP)
         os.kill(process.pid, signal.SIGINT)
         time.sleep(1.0)  # `up` takes the interrupt while neither broker can become ready
-        for pid in brokers:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
+        signal_each(brokers, signal.SIGCONT)
         _, stderr = process.communicate(timeout=120)
     finally:
         if process.poll() is None:
             process.kill()
+        left = broker_pids(tmp_path / "clusters" / "A") + broker_pids(tmp_path / "clusters" / "B")
+        signal_each(left, signal.SIGKILL)  # not left running for the tests after a failure
     assert process.returncode == 130, stderr
     assert "interrupted" in stderr
     assert "Traceback" not in stderr
-    assert broker_pids(tmp_path / "clusters" / "A") == []
-    assert broker_pids(tmp_path / "clusters" / "B") == []
+    assert left == []
 
 
 def _assert_count(pids: list[int], expected: int) -> None:
