@@ -179,7 +179,7 @@ def test_ctrl_c_during_up_stops_the_brokers_it_started(tmp_path: Path) -> None:
     # `up` as from a terminal. A test run started in the background (`cmd &` in a script) ignores
     # SIGINT, a child inherits that, and its Python then raises no KeyboardInterrupt at all; a
     # handler here (not inherited: exec resets it) starts the child with the default instead.
-    ignored = signal.signal(signal.SIGINT, signal.default_int_handler)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         process = subprocess.Popen(
             [sys.executable, "-m", "mirror", "local", "up", "--dir", "clusters", "--base-port", str(base)],
@@ -189,7 +189,7 @@ def test_ctrl_c_during_up_stops_the_brokers_it_started(tmp_path: Path) -> None:
             text=True,
         )
     finally:
-        signal.signal(signal.SIGINT, ignored)
+        signal.signal(signal.SIGINT, previous)
     try:
         # Interrupt once both JVMs exist but before they are ready. They are held stopped across
         # the interrupt: on an idle machine they were ready, and `up` done, before it arrived.
