@@ -1,6 +1,6 @@
 // The steady loads' paced producer, run with Java's single-file launcher on the Kafka jars:
 //
-//   java -cp '<kafka libs>/*' bench/PacedProducer.java BOOTSTRAP RATE SECONDS PARTITIONS TOPIC...
+//   java -cp '<kafka libs>/*' bench/PacedProducer.java BOOTSTRAP RATE SECONDS PARTITIONS SENT TOPIC...
 //
 // Why Java: librdkafka sends one ProduceRequest per partition, so a Python producer spreading
 // 2,000 records/s over 1,000 partitions makes ~2,000 requests/s and, on this 2-core machine, was
@@ -10,9 +10,9 @@
 // Record i goes to partition i mod (TOPICS x PARTITIONS) round-robin (bench.workloads.TopicSet
 // place()), key and value both the decimal i, timestamp the moment of send(): latency is measured
 // from it. It reads every topic's metadata, prints "ready", waits for a line on stdin (and ends at
-// EOF), produces RATE records/s in 10 ms slices for SECONDS, flushes, and prints "acked p50_ms=..
-// p99_ms=.. max_ms=.." (its own send-to-acknowledgement times) and "sent N". With PACED_TIMELINE set
-// to a file, it also writes each record's send time (s into the load) and ack time (ms) there.
+// EOF), produces RATE records/s in 10 ms slices for SECONDS, flushes, writes line i of file SENT for
+// record i: "send_epoch_ms ack_ms" (when send() was called, and how long until it was acknowledged),
+// and prints "acked p50_ms=.. p99_ms=.. max_ms=.." (its own send-to-acknowledgement times) and "sent N".
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -41,7 +41,8 @@ public class PacedProducer {
         int rate = Integer.parseInt(args[1]);
         int seconds = Integer.parseInt(args[2]);
         int partitions = Integer.parseInt(args[3]);
-        List<String> topics = Arrays.asList(args).subList(4, args.length);
+        String sentFile = args[4];
+        List<String> topics = Arrays.asList(args).subList(5, args.length);
         Properties config = new Properties();
         config.put("bootstrap.servers", bootstrap);
         config.put("linger.ms", "5");
@@ -80,6 +81,7 @@ public class PacedProducer {
             long[] sentAt = new long[rate * seconds];
             double perSlice = rate / 100.0;
             long started = System.nanoTime();
+            long startedEpochMs = System.currentTimeMillis();
             long sent = 0;
             for (long slice = 0; slice < seconds * 100L; slice++) {
                 long due = (long) (perSlice * (slice + 1));
@@ -99,12 +101,9 @@ public class PacedProducer {
                 }
             }
             producer.flush();
-            String timeline = System.getenv("PACED_TIMELINE");
-            if (timeline != null) {
-                try (java.io.PrintWriter out = new java.io.PrintWriter(timeline)) {
-                    for (int i = 0; i < sent; i++) {
-                        out.println((sentAt[i] - started) / 1e9 + " " + ackNanos[i] / 1e6);
-                    }
+            try (java.io.PrintWriter out = new java.io.PrintWriter(sentFile, StandardCharsets.US_ASCII)) {
+                for (int i = 0; i < sent; i++) {
+                    out.println((startedEpochMs + (sentAt[i] - started) / 1e6) + " " + ackNanos[i] / 1e6);
                 }
             }
             long[] sorted = ackNanos.clone();

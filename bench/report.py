@@ -95,10 +95,11 @@ def _tables(results: dict[str, Any], rows: dict[str, dict[str, Any]]) -> list[st
     lines = [
         *_catch_up_table(results, rows),
         "",
-        "| contender | steady load | p50 ms | p99 ms | max ms | received | p99 vs MM2 | CPU s / M records "
+        "| contender | steady load | p50 ms | p99 ms | max ms | received | p99 vs MM2 "
+        "| from source append: p50, p99 ms | its p99 vs MM2 | CPU s / M records "
         "| brokers' CPU s / M records: source, target | peak RSS MB | delivered in time "
         "| caught-up group: records re-read on target |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for key, load in _steady_loads(results):
         lines += _steady_rows(rows, key, load)
@@ -157,7 +158,7 @@ def _steady_rows(rows: dict[str, dict[str, Any]], key: str, load: dict[str, Any]
             error = row.get(f"{key}_error")
             if error is not None:  # the contender failed during the steady load: say so
                 lines.append(
-                    "| " + " | ".join([row["label"], description, *["-"] * 3, "failed", *["-"] * 6]) + " |"
+                    "| " + " | ".join([row["label"], description, *["-"] * 3, "failed", *["-"] * 8]) + " |"
                 )
             continue
         peer = rows.get(_peer(name), {}).get(key) or {}
@@ -176,6 +177,8 @@ def _steady_rows(rows: dict[str, dict[str, Any]], key: str, load: dict[str, Any]
             _number(latency["max_ms"], 1),
             f"{latency['received']:,}/{latency['records']:,}",
             "-" if name == "ceiling" else _ratio(latency["p99_ms"], peer.get("p99_ms")),
+            _from_append(latency),
+            "-" if name == "ceiling" else _ratio(*(x.get("from_append_p99_ms") for x in (latency, peer))),
             _number(latency.get("cpu_seconds_per_million"), 1),
             _broker_cost(latency),
             _number(latency.get("peak_rss_megabytes")),
@@ -184,6 +187,12 @@ def _steady_rows(rows: dict[str, dict[str, Any]], key: str, load: dict[str, Any]
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+def _from_append(latency: dict[str, Any]) -> str:
+    if "from_append_p99_ms" not in latency:
+        return "-"  # a run from before it was measured
+    return f"{_number(latency['from_append_p50_ms'], 1)}, {_number(latency['from_append_p99_ms'], 1)}"
 
 
 def _broker_cost(latency: dict[str, Any]) -> str:

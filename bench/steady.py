@@ -1,5 +1,11 @@
 """The steady load: a paced producer while a caught-up contender runs, latency measured per record.
 
+Each record's latency is measured twice: from the producer's send() (what a user of the source sees,
+and what earlier results report), and from the source broker's append (the record's timestamp: the
+source topics keep LogAppendTime, copies keep it as their CreateTime), which is what the replicator
+controls. On this 2-core machine the two part when the paced producer itself falls behind: records
+wait in its client, not yet in the source cluster, for as long as the contender leaves it no CPU.
+
 The 8-partition load also measures offset translation afterwards (bench.translation); the
 many-partitions load measures latency and delivery only.
 """
@@ -32,6 +38,9 @@ FETCH_WAIT_MS = 10
 # The paced producer waits up to 300 s for leaders of every partition (10,000 just created in --huge).
 READY_TIMEOUT_SECONDS = 330.0
 FETCH_WAIT_MS_MANY_PARTITIONS = 100
+# The source broker stamps each record with its append time; MM2 and mirror both leave this setting
+# out of the remote topic's config, so a copy keeps that time as its own timestamp.
+SOURCE_TOPIC_CONFIG = {"message.timestamp.type": "LogAppendTime"}
 
 
 @dataclass(frozen=True)
@@ -52,9 +61,12 @@ class PacedProducer:
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
         # The producer's own send-to-acknowledgement percentiles: how slow the source itself was.
         self.acked: dict[str, float] = {}
+        handle, name = tempfile.mkstemp(prefix="bench-sent-", suffix=".txt")
+        os.close(handle)
+        self._sent = Path(name)
         self._process = subprocess.Popen(
             ["java", "-cp", f"{libs}/*", str(Path(__file__).with_name("PacedProducer.java")), bootstrap,
-             str(steady.rate), str(steady.seconds), str(topics.partitions), *topics.names],
+             str(steady.rate), str(steady.seconds), str(topics.partitions), str(self._sent), *topics.names],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True,
         )  # fmt: skip
         try:
@@ -71,11 +83,17 @@ class PacedProducer:
         self._expect(f"sent {steady.records}", steady.seconds + 120)
         self._process.wait(30)
 
+    def sent_ms(self) -> list[float]:
+        """Record i's send() time, epoch ms, at index i (after run())."""
+        with self._sent.open(encoding="ascii") as lines:
+            return [float(line.split()[0]) for line in lines]
+
     def close(self) -> None:
         if self._process.poll() is None:
             self._process.kill()
             self._process.wait()
         self._log.close()
+        self._sent.unlink(missing_ok=True)
 
     def _expect(self, line: str, timeout: float) -> None:
         # A watchdog, so a producer that hangs ends the wait rather than the bench.
@@ -103,7 +121,7 @@ def prepare(clusters: Clusters, topics: TopicSet, steady: Steady, group: str | N
     """Create the topics and warm them up; with a group, it consumes and commits the warm-up records
     so the group exists from the start. The paced producer starts now, ready before the contender."""
     bootstrap = clusters.source
-    create_topics(bootstrap, topics)
+    create_topics(bootstrap, topics, SOURCE_TOPIC_CONFIG)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1, "enable.idempotence": True})
     for topic in topics.names:
         for partition in range(topics.partitions):
@@ -172,8 +190,9 @@ class _LatencyReader:
         if self._process.poll() is not None:
             raise RuntimeError(f"the latency reader exited with {self._process.returncode}: {self._tail()}")
 
-    def stop(self) -> tuple[list[float], dict[str, float]]:
-        """Every latency (re-sent copies too: a late copy is a late record) and each key's first arrival."""
+    def stop(self) -> list[tuple[int, float, float]]:
+        """Every record received (re-sent copies too: a late copy is a late record): its index, its
+        arrival (epoch ms) and the time from its timestamp to then (ms)."""
         try:
             assert self._process.stdin is not None  # noqa: S101 - a pipe
             with contextlib.suppress(BrokenPipeError):
@@ -181,14 +200,12 @@ class _LatencyReader:
                 self._process.stdin.flush()
             if not self._done.wait(60):
                 raise RuntimeError(f"the latency reader did not finish: {self._tail()}")
-            latencies: list[float] = []
-            first_arrival_ms: dict[str, float] = {}
+            received = []
             with self._out.open(encoding="ascii") as lines:
                 for line in lines:
                     key, arrived, latency_ms = line.split()
-                    latencies.append(float(latency_ms))
-                    first_arrival_ms.setdefault(key, float(arrived))
-            return latencies, first_arrival_ms
+                    received.append((int(key), float(arrived), float(latency_ms)))
+            return received
         finally:
             if self._process.poll() is None:
                 self._process.kill()
@@ -234,14 +251,19 @@ def latency(
         brokers_before = processes.broker_usage(clusters.brokers)
         setup.producer.run(steady)
         produced_at, produced_ms = time.monotonic(), time.time() * 1000
+        sent_ms = setup.producer.sent_ms()
         with contextlib.suppress(ContenderFailedError):
             wait_for(reader.everything.is_set, steady.wait_seconds, "not every record arrived", alive)
         window_end = time.monotonic()
         brokers_after = processes.broker_usage(clusters.brokers)
     finally:
         setup.producer.close()
-        received, first_arrival_ms = reader.stop()
-    latencies = sorted(received)
+        received = reader.stop()
+    first_arrival_ms: dict[int, float] = {}
+    for index, arrived, _ in received:
+        first_arrival_ms.setdefault(index, arrived)
+    latencies = sorted(arrived - sent_ms[index] for index, arrived, _ in received)
+    from_append = sorted(since_timestamp for _, _, since_timestamp in received)
     deadline_ms = produced_ms + steady.wait_seconds * 1000
     delivered = sum(1 for arrived in first_arrival_ms.values() if arrived <= deadline_ms)
     result: dict[str, Any] = {
@@ -250,10 +272,14 @@ def latency(
         "delivered": delivered,
         "delivered_within_seconds": steady.wait_seconds,
         "delivered_fraction": delivered / steady.records,
+        # From send(): the figures of earlier results.
         "p50_ms": _percentile(latencies, 50),
         "p99_ms": _percentile(latencies, 99),
         "max_ms": latencies[-1] if latencies else None,
         "mean_ms": statistics.fmean(latencies) if latencies else None,
+        "from_append_p50_ms": _percentile(from_append, 50),
+        "from_append_p99_ms": _percentile(from_append, 99),
+        "from_append_max_ms": from_append[-1] if from_append else None,
         **setup.producer.acked,
     }
     # The window's broker figures include the bench's own paced producer (source) and latency

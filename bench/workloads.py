@@ -189,12 +189,12 @@ def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> No
     create_topics(bootstrap, TopicSet(topic, 1, partitions))
 
 
-def create_topics(bootstrap: str, topics: TopicSet) -> None:
+def create_topics(bootstrap: str, topics: TopicSet, configs: dict[str, str] | None = None) -> None:
     """Every topic of the set, in requests the KRaft controller accepts (mirror's own batching), with
     the brokers' default replication factor: 1 on single brokers, 3 on replicated clusters."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     create_mirror_topics(
-        admin, [(name, topics.partitions, {}) for name in topics.names], replication_factor=None
+        admin, [(name, topics.partitions, configs or {}) for name in topics.names], replication_factor=None
     )
 
 

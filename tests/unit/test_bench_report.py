@@ -158,13 +158,13 @@ def test_a_contender_that_delivered_part_of_the_load_is_shown_as_such() -> None:
     latency_table = markdown(_many_results()).split("\n\n")[-1]
     row = _many_steady_row(latency_table, "mirror alo")
     assert row[5] == "33,600/120,000"
-    assert row[10] == "28.0% in 90 s"
-    assert _many_steady_row(latency_table, "mm2 alo")[10] == "100.0% in 90 s"
+    assert row[12] == "28.0% in 90 s"
+    assert _many_steady_row(latency_table, "mm2 alo")[12] == "100.0% in 90 s"
 
 
 def test_the_steady_window_shows_its_own_peak_memory_not_the_catch_ups() -> None:
     latency_table = markdown(_many_results()).split("\n\n")[-1]
-    assert _many_steady_row(latency_table, "mirror eos")[9] == "3,000"  # its own, not the catch-up's
+    assert _many_steady_row(latency_table, "mirror eos")[11] == "3,000"  # its own, not the catch-up's
     assert _catch_up_row(markdown(_many_results()), "mirror eos", "1000p-100b")[8] == "210"
 
 
@@ -172,7 +172,7 @@ def test_delivery_is_rounded_down_so_a_missing_record_never_reads_100_percent() 
     results = _many_results()
     results["contenders"][1]["latency_many"] = _steady_many(300.0, delivered=119_999)
     latency_table = markdown(results).split("\n\n")[-1]
-    assert _many_steady_row(latency_table, "mm2 alo")[10] == "99.9% in 90 s"
+    assert _many_steady_row(latency_table, "mm2 alo")[12] == "99.9% in 90 s"
 
 
 def test_what_the_load_cost_the_brokers_is_shown_and_so_is_a_full_gc_on_either() -> None:
@@ -190,9 +190,21 @@ def test_what_the_load_cost_the_brokers_is_shown_and_so_is_a_full_gc_on_either()
         "target_broker_full_gcs": 0,
     }
     latency_table = markdown(results).split("\n\n")[-1]
-    assert _many_steady_row(latency_table, "mm2 alo")[8] == "30.0, 45.5 (full GCs: source 375)"
-    assert _many_steady_row(latency_table, "mm2 eos")[8] == "12.0, 20.0"
-    assert _many_steady_row(latency_table, "mirror eos")[8] == "-"  # measured before brokers were
+    assert _many_steady_row(latency_table, "mm2 alo")[10] == "30.0, 45.5 (full GCs: source 375)"
+    assert _many_steady_row(latency_table, "mm2 eos")[10] == "12.0, 20.0"
+    assert _many_steady_row(latency_table, "mirror eos")[10] == "-"  # measured before brokers were
+
+
+def test_latency_from_the_source_append_is_shown_beside_the_one_from_send_and_compared_with_mms() -> None:
+    results = _many_results()
+    rows = {row["name"]: row for row in results["contenders"]}
+    rows["mm2-eos"]["latency_many"] |= {"from_append_p50_ms": 250.0, "from_append_p99_ms": 600.0}
+    rows["mirror-eos"]["latency_many"] |= {"from_append_p50_ms": 100.0, "from_append_p99_ms": 300.0}
+    latency_table = markdown(results).split("\n\n")[-1]
+    row = _many_steady_row(latency_table, "mirror eos")
+    assert row[6] == "2.00x"  # from send, as before
+    assert row[7:9] == ["100.0, 300.0", "0.50x"]  # 300 / mm2 eos's 600
+    assert _many_steady_row(latency_table, "mirror alo")[7:9] == ["-", "-"]  # not measured in that run
 
 
 def test_a_steady_load_that_failed_is_listed_not_dropped() -> None:
