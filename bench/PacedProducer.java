@@ -8,11 +8,12 @@
 // request per broker for all partitions, as the producers of most MM2 users do.
 //
 // Record i goes to partition i mod (TOPICS x PARTITIONS) round-robin (bench.workloads.TopicSet
-// place()), key and value both the decimal i, timestamp the moment of send(): latency is measured
-// from it. It reads every topic's metadata, prints "ready", waits for a line on stdin (and ends at
-// EOF), produces RATE records/s in 10 ms slices for SECONDS, flushes, writes line i of file SENT for
-// record i: "send_epoch_ms ack_ms" (when send() was called, and how long until it was acknowledged),
-// and prints "acked p50_ms=.. p99_ms=.. max_ms=.." (its own send-to-acknowledgement times) and "sent N".
+// place()), key and value both the decimal i, timestamp the moment of send() (the bench's source
+// topics replace it with the broker's append time). It reads every topic's metadata, prints
+// "ready", waits for a line on stdin (and ends at EOF), produces RATE records/s in 10 ms slices for
+// SECONDS, flushes, writes line i of file SENT for record i: "send_epoch_ms ack_ms" (when send() was
+// called, and how long until it was acknowledged), and prints "acked p50_ms=.. p99_ms=.. max_ms=.."
+// (its own send-to-acknowledgement times) and "sent N".
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;

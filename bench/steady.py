@@ -59,7 +59,8 @@ class PacedProducer:
 
     def __init__(self, libs: Path, bootstrap: str, topics: TopicSet, steady: Steady) -> None:
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
-        # The producer's own send-to-acknowledgement percentiles: how slow the source itself was.
+        # The producer's own send-to-acknowledgement percentiles: its records' wait in its client (on
+        # this machine, mostly for CPU) and at the source broker.
         self.acked: dict[str, float] = {}
         handle, name = tempfile.mkstemp(prefix="bench-sent-", suffix=".txt")
         os.close(handle)
