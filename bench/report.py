@@ -178,7 +178,9 @@ def _steady_rows(rows: dict[str, dict[str, Any]], key: str, load: dict[str, Any]
             f"{latency['received']:,}/{latency['records']:,}",
             "-" if name == "ceiling" else _ratio(latency["p99_ms"], peer.get("p99_ms")),
             _from_append(latency),
-            "-" if name == "ceiling" else _ratio(*(x.get("from_append_p99_ms") for x in (latency, peer))),
+            "-"
+            if name == "ceiling"
+            else _ratio(latency.get("from_append_p99_ms"), peer.get("from_append_p99_ms")),
             _number(latency.get("cpu_seconds_per_million"), 1),
             _broker_cost(latency),
             _number(latency.get("peak_rss_megabytes")),

@@ -62,9 +62,7 @@ class PacedProducer:
         # The producer's own send-to-acknowledgement percentiles: its records' wait in its client (on
         # this machine, mostly for CPU) and at the source broker.
         self.acked: dict[str, float] = {}
-        handle, name = tempfile.mkstemp(prefix="bench-sent-", suffix=".txt")
-        os.close(handle)
-        self._sent = Path(name)
+        self._sent = _temp_file("bench-sent-")
         self._process = subprocess.Popen(
             ["java", "-cp", f"{libs}/*", str(Path(__file__).with_name("PacedProducer.java")), bootstrap,
              str(steady.rate), str(steady.seconds), str(topics.partitions), str(self._sent), *topics.names],
@@ -164,9 +162,7 @@ class _LatencyReader:
         many = len(topics) * partitions > PARTITIONS
         fetch_wait_ms = FETCH_WAIT_MS_MANY_PARTITIONS if many else FETCH_WAIT_MS
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
-        handle, name = tempfile.mkstemp(prefix="bench-latency-", suffix=".txt")
-        os.close(handle)
-        self._out = Path(name)
+        self._out = _temp_file("bench-latency-")
         self._process = subprocess.Popen(
             ["java", "-cp", f"{libs}/*", str(Path(__file__).with_name("LatencyReader.java")), bootstrap,
              str(fetch_wait_ms), str(partitions), str(expected), str(self._out), *topics],
@@ -324,6 +320,13 @@ def steady_and_translation(
             checkpoint_seconds=checkpoint_seconds,
         )
     return result
+
+
+def _temp_file(prefix: str) -> Path:
+    """An empty file of the bench's own, for a Java helper to write into."""
+    handle, name = tempfile.mkstemp(prefix=prefix, suffix=".txt")
+    os.close(handle)
+    return Path(name)
 
 
 def _percentile(ordered: list[float], percent: float) -> float | None:
