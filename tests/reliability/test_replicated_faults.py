@@ -783,7 +783,7 @@ def test_an_unclean_leader_election_on_the_source_is_reported_and_its_new_record
     try:
         wait_until_caught_up(source, target, [topic], run)
         source.nodes.kill_broker(follower)
-        _wait_for_partitions(admin, topic, lambda p: p.isrs == [leader], "the follower out of the ISR")
+        _wait_for_partitions(source, topic, lambda p: p.isrs == [leader], "the follower out of the ISR")
         _produce_phase(source, topic, "lost")  # on the leader alone
         wait_until_caught_up(source, target, [topic], run)
         copied = read_topic(source.bootstrap_servers, topic)
@@ -799,7 +799,7 @@ def test_an_unclean_leader_election_on_the_source_is_reported_and_its_new_record
         )
         with contextlib.suppress(KafkaException):
             elections.result(timeout=60)
-        _wait_for_partitions(admin, topic, lambda p: p.leader == follower, "the follower elected")
+        _wait_for_partitions(source, topic, lambda p: p.leader == follower, "the follower elected")
         _produce_phase(source, topic, "new")  # at offsets the lost records had
         if mirror_down:
             run = MirrorRun(config, tmp_path / "run.log")
@@ -850,7 +850,11 @@ def _produce_phase(cluster: KafkaCluster, topic: str, phase: str) -> None:
     assert producer.flush(60) == 0
 
 
-def _wait_for_partitions(admin: AdminClient, topic: str, holds: Callable[[Any], bool], what: str) -> None:
+def _wait_for_partitions(cluster: KafkaCluster, topic: str, holds: Callable[[Any], bool], what: str) -> None:
+    """Until every partition of `topic` holds; both waits are the controller's work (fencing the
+    killed node shrinks the ISR; the election), so a failure says how the quorum stood."""
+    admin = AdminClient({**cluster.properties(), "log_level": "0"})
+
     def held() -> None:
         try:
             metadata = admin.list_topics(topic, timeout=10)
@@ -862,7 +866,13 @@ def _wait_for_partitions(admin: AdminClient, topic: str, holds: Callable[[Any], 
         states = [(p.leader, p.isrs) for p in partitions]
         assert all(holds(p) for p in partitions), f"waiting for {what}: (leader, ISR) {states}"
 
-    assert_eventually(held, timeout=120, interval=0.5)
+    try:
+        assert_eventually(held, timeout=MOVE_SECONDS, interval=0.5)
+    except AssertionError as exc:
+        raise AssertionError(
+            f"{exc} after {MOVE_SECONDS} s (the test bed's controller, not mirror)\n"
+            + _quorum_diagnosis(cluster)
+        ) from exc
 
 
 def _common_prefix(first: list[Any], second: list[Any]) -> list[Any]:
