@@ -104,6 +104,16 @@ class PendingOffsets:
                     found[(tp.topic, tp.partition)] = offset
         return found
 
+    def answered_epochs(self) -> dict[Partition, int]:
+        """The source leader epoch each answer came with, where it came with one."""
+        found: dict[Partition, int] = {}
+        for tp, future in self._futures.items():
+            if future.done() and not future.cancelled() and future.exception() is None:
+                epoch = getattr(future.result(), "leader_epoch", None)
+                if epoch is not None and epoch >= 0:
+                    found[(tp.topic, tp.partition)] = int(epoch)
+        return found
+
     def failed(self) -> bool:
         """Whether any partition is unanswered by now or was answered with an error or no offset:
         the client may be asking a leader that died, or with an epoch it cached before a restart,

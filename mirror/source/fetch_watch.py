@@ -16,6 +16,15 @@ keeps the last one told: a partition is stuck only if that end is still below th
 gave at the previous look, so no fetch answer for it came since. The task then reads it again
 through new consumers (its rewind), at most once per REBUILD_SECONDS.
 
+Each answer also says the source leader's epoch. librdkafka checks a partition's position against
+a new leader's log (KIP-320) only when its metadata shows the epoch rise, and skips the check if
+the leader is unknown at that moment; assign() does not check at all. A replica elected uncleanly
+then looks, to a consumer idle at the old end, like a log that just has not grown: the records it
+takes next, at the offsets lost, would never be read (2 of 4 partitions, in a local run of the
+unclean-election test). So an idle partition whose source epoch rose since the watch last saw it
+is named for a check (the task seeks it with the epoch it read at, which makes librdkafka check),
+once per epoch.
+
 The cached end also goes stale while librdkafka fetches nothing at all because the task is behind
 on what it fetched (its queue full: a throttled task, a slow target). So a look judges only if a
 read came back empty since the one before: everything fetched had been taken, and librdkafka
@@ -57,6 +66,8 @@ class FetchWatch:
         self._seen: dict[Partition, int] = {}  # read positions at the last look
         # The partitions idle at the last look, with their positions then, and their ends as asked then.
         self._asked: tuple[dict[Partition, int], PendingOffsets] | None = None
+        self._epochs: dict[Partition, int] = {}  # the source epoch each idle partition was seen at
+        self._to_check: list[tuple[PartitionCopy, int]] = []
 
     def read(self, records: int) -> None:
         """The task read `records` records (0: nothing was fetched and waiting)."""
@@ -73,8 +84,9 @@ class FetchWatch:
         )
 
     def restart(self) -> None:
-        """New consumers: what the old ones did (or did not) fetch says nothing of them."""
-        self._seen, self._asked = {}, None
+        """New consumers: what the old ones did (or did not) fetch says nothing of them, and
+        assign() checked none of their positions against the leaders' epochs."""
+        self._seen, self._asked, self._epochs, self._to_check = {}, None, {}, []
         self._next_look = self._clock() + self._every
 
     def stuck(self, parts: Sequence[PartitionCopy]) -> list[tuple[PartitionCopy, int]]:
@@ -94,6 +106,7 @@ class FetchWatch:
                 _drop_elsewhere(self._admin)
                 self._admin = None
             ends = pending.answered()
+            self._note_epochs(parts, idle, reads, pending.answered_epochs())
             found = [
                 (part, ends[key])
                 for part in parts
@@ -114,6 +127,28 @@ class FetchWatch:
             return []
         self._rebuilt_at = now
         return found
+
+    def to_check(self) -> list[tuple[PartitionCopy, int]]:
+        """Idle partitions whose source leader epoch rose since the last look that saw them (or
+        since new consumers took them), each with that epoch; each named once."""
+        found, self._to_check = self._to_check, []
+        return found
+
+    def _note_epochs(
+        self,
+        parts: Sequence[PartitionCopy],
+        idle: dict[Partition, int],
+        reads: dict[Partition, int],
+        epochs: dict[Partition, int],
+    ) -> None:
+        for part in parts:
+            key = (part.topic, part.partition)
+            epoch = epochs.get(key)
+            if epoch is None or key not in idle or reads[key] != idle[key] or part.upstream:
+                continue
+            if epoch > self._epochs.get(key, -1):
+                self._epochs[key] = epoch
+                self._to_check.append((part, epoch))
 
 
 def _drop_elsewhere(client: AdminClient) -> None:

@@ -61,9 +61,14 @@ def holds_no_committed_record(
     raise RetriableError(f"{where}: could not read {topic} to its end in {STALL_SECONDS:g}s")
 
 
-def seek(source: Consumer, topic: str, partition: int, offset: int) -> None:
-    """Move an assigned partition of `source` to `offset`."""
-    target = TopicPartition(topic, partition, offset)
+def seek(source: Consumer, topic: str, partition: int, offset: int, leader_epoch: int = -1) -> None:
+    """Move an assigned partition of `source` to `offset`. With the `leader_epoch` of the record
+    before it, librdkafka first checks that the leader's log still holds that record (KIP-320)."""
+    target = (
+        TopicPartition(topic, partition, offset, leader_epoch=leader_epoch)
+        if leader_epoch >= 0
+        else TopicPartition(topic, partition, offset)
+    )
     try:
         source.seek(target)
     except KafkaException:

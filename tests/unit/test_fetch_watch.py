@@ -27,6 +27,7 @@ class SourceAdmin:
     ends: dict[int, int] = field(default_factory=dict)
     leaderless: dict[int, str] = field(default_factory=dict)
     asked: list[list[int]] = field(default_factory=list)
+    epochs: dict[int, int] = field(default_factory=dict)  # each leader's epoch, as answers say it
 
     def list_offsets(self, request: Mapping[TopicPartition, Any], **_: Any) -> dict[TopicPartition, Any]:
         self.asked.append(sorted(tp.partition for tp in request))
@@ -40,7 +41,8 @@ class SourceAdmin:
             return done(SimpleNamespace(offset=-1001))
         if how == "pending":
             return Future()
-        return done(SimpleNamespace(offset=self.ends.get(partition, 0)))
+        epoch = self.epochs.get(partition, 0)
+        return done(SimpleNamespace(offset=self.ends.get(partition, 0), leader_epoch=epoch))
 
 
 class Clock:
@@ -73,14 +75,16 @@ def _watched(
     *,
     leaderless: dict[int, str] | None = None,
     fetched: dict[int, int] | None = None,
+    epochs: dict[int, int] | None = None,
 ) -> Watched:
     """Partitions t-0..2, each read to 10; the source's ends `ends`; the ends the consumer's last
     fetch answers told, `fetched` (10 unless said: none told since the partition was read to 10)."""
     clock = Clock()
     admins: list[SourceAdmin] = []
+    epochs = {} if epochs is None else epochs  # shared by every admin made: the source's, changed by a test
 
     def new_admin() -> Any:
-        admins.append(SourceAdmin(dict(ends), dict(leaderless or {})))
+        admins.append(SourceAdmin(dict(ends), dict(leaderless or {}), epochs=epochs))
         return admins[-1]
 
     def fetched_end(topic: str, partition: int) -> int:
@@ -174,3 +178,52 @@ def test_new_consumers_start_the_watch_over() -> None:
     assert watched.look() == []
     assert watched.look() == []
     assert watched.look() == [("t", 1, 25)]
+
+
+def _named_for_a_check(watched: Watched) -> list[tuple[int, int]]:
+    return [(part.partition, epoch) for part, epoch in watched.watch.to_check()]
+
+
+def test_an_idle_partition_is_named_for_a_check_each_time_its_source_leader_epoch_rises() -> None:
+    # An unclean election: a replica that lacked the tail leads, at a new epoch, and the log ends
+    # where the consumer waits again once it takes new records: only the epoch tells.
+    epochs = {0: 0, 1: 0, 2: 0}
+    watched = _watched({0: 10, 1: 10, 2: 10}, epochs=epochs)
+    watched.look()
+    watched.look()
+    watched.look()
+    assert _named_for_a_check(watched) == [(0, 0), (1, 0), (2, 0)]  # first seen: the task compares
+    watched.look()
+    assert _named_for_a_check(watched) == []  # the same epochs: named once
+    epochs[1] = 2
+    watched.look()  # reads the answers asked before the election, asks again
+    assert _named_for_a_check(watched) == []
+    watched.look()
+    assert _named_for_a_check(watched) == [(1, 2)]
+    watched.look()
+    assert _named_for_a_check(watched) == []
+
+
+def test_a_partition_read_or_holding_open_records_is_not_named_for_a_check() -> None:
+    # Moving, it is no idle consumer at an old end: what it reads carries the new epoch.
+    epochs = {0: 3, 1: 3, 2: 3}
+    watched = _watched({0: 10, 1: 10, 2: 10}, epochs=epochs)
+    watched.look()
+    watched.look()
+    watched.parts[0].position = 12
+    watched.parts[1].upstream = [10, 11]
+    watched.look()
+    assert _named_for_a_check(watched) == [(2, 3)]
+
+
+def test_new_consumers_have_every_idle_partition_checked_again() -> None:
+    # assign() checks no position against the leader's epochs: a rewind's consumers are checked
+    # by the watch, as the first ones were.
+    watched = _watched({0: 10, 1: 10, 2: 10}, epochs={0: 1, 1: 1, 2: 1})
+    for _ in range(3):
+        watched.look()
+    assert len(_named_for_a_check(watched)) == 3
+    watched.watch.restart()
+    for _ in range(3):
+        watched.look()
+    assert len(_named_for_a_check(watched)) == 3
