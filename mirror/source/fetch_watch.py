@@ -41,6 +41,9 @@ from confluent_kafka.admin import AdminClient
 
 from mirror.kafka.offsets import Partition, PendingOffsets, ask_last_stable_offsets
 from mirror.source.partition_copy import PartitionCopy
+from mirror.source.partition_reads import seek
+from mirror.source.record_copy import consumer_positions
+from mirror.source.split_reader import SplitReader
 
 WATCH_SECONDS = 10.0
 REBUILD_SECONDS = 60.0
@@ -149,6 +152,27 @@ class FetchWatch:
             if epoch > self._epochs.get(key, -1):
                 self._epochs[key] = epoch
                 self._to_check.append((part, epoch))
+
+
+def check_against_leaders(source: SplitReader, checks: Sequence[tuple[PartitionCopy, int]]) -> int:
+    """Seek each partition FetchWatch.to_check named to where it is, with the epoch of what was
+    copied from it, if its source leader's epoch is past that: librdkafka then checks the new
+    leader's log still holds it, and a log cut shorter comes back as a consume error, handled as
+    any truncation found. Returns how many were sought."""
+    if not checks:
+        return 0
+    read = consumer_positions(source, [part for part, _ in checks])
+    sought = 0
+    for (part, source_epoch), (_, read_epoch) in zip(checks, read, strict=True):
+        # The committed epoch is that of the last record copied: the one the check must be of (the
+        # consumer's may already name the new leader's). The consumer's when none was committed.
+        epoch = part.epoch if part.epoch >= 0 else read_epoch
+        position = part.read_position()
+        if 0 <= epoch < source_epoch and position > 0 and not part.upstream:
+            seek(source.reader_of(part.topic, part.partition), part.topic, part.partition, position, epoch)
+            part.sought = True
+            sought += 1
+    return sought
 
 
 def _drop_elsewhere(client: AdminClient) -> None:

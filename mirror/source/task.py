@@ -36,10 +36,9 @@ from mirror.flow.ownership import flow_mark_reader, stop_if_flow_taken_over
 from mirror.kafka.transactions import AbortableError, RetriableError
 from mirror.logs import log_context, partition_names
 from mirror.source.clients import RareClients, positions_reader, source_admin, source_reader, sync_writer
-from mirror.source.fetch_watch import FetchWatch
+from mirror.source.fetch_watch import FetchWatch, check_against_leaders
 from mirror.source.losses import handle_consume_errors
 from mirror.source.partition_copy import PartitionCopy
-from mirror.source.partition_reads import seek
 from mirror.source.record_copy import ConsumeError, consumer_positions, copy_messages, next_messages
 from mirror.source.start import read_positions, start_of
 from mirror.source.stats import StatsSender
@@ -302,8 +301,8 @@ class _CopyTask:
             return "window" if state == "current" else state
         if stuck:
             self._read_again(stuck)
-        else:
-            self._check_against_leaders(self.watch.to_check())
+        elif sought := check_against_leaders(self.source, self.watch.to_check()):
+            log.info("checking %d idle partitions against their new source leaders' logs (KIP-320)", sought)
         return None
 
     def _commit(self) -> None:
@@ -339,27 +338,6 @@ class _CopyTask:
         log.warning(message, extra=_owned(self.spec))
         self.reports.report("rebuilt", message)
         self._rewind()
-
-    def _check_against_leaders(self, checks: list[tuple[PartitionCopy, int]]) -> None:
-        """Idle partitions whose source leader epoch rose above the epoch they were read at: each
-        is sought to where it is, with that epoch, so librdkafka checks the new leader's log still
-        holds what was read (mirror.source.fetch_watch says why it may not have). A log cut
-        shorter comes back as a consume error, handled as any truncation found."""
-        if not checks:
-            return
-        read = consumer_positions(self.source, [part for part, _ in checks])
-        sought = 0
-        for (part, source_epoch), (_, read_epoch) in zip(checks, read, strict=True):
-            # Nothing read since the consumer took the partition: the epoch committed with it.
-            epoch = read_epoch if read_epoch >= 0 else part.epoch
-            position = part.read_position()
-            if 0 <= epoch < source_epoch and position > 0 and not part.upstream:
-                reader = self.source.reader_of(part.topic, part.partition)
-                seek(reader, part.topic, part.partition, position, leader_epoch=epoch)
-                part.sought = True
-                sought += 1
-        if sought:
-            log.debug("checking %d idle partitions against their new leaders' logs (KIP-320)", sought)
 
     def _sweep_positions(self) -> None:
         """Positions the consumer moved past aborted records and markers, with no record to copy."""

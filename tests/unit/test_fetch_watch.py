@@ -8,13 +8,14 @@ from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from mirror.source.fetch_watch import FetchWatch
+from mirror.source.fetch_watch import FetchWatch, check_against_leaders
 from mirror.source.partition_copy import PartitionCopy
+from mirror.source.split_reader import SplitReader
 from tests.unit.futures import done
 
 
@@ -227,3 +228,36 @@ def test_new_consumers_have_every_idle_partition_checked_again() -> None:
     for _ in range(3):
         watched.look()
     assert len(_named_for_a_check(watched)) == 3
+
+
+class Reader:
+    """A SplitReader's two calls a check makes: the consumer's positions (with the epoch it read
+    at), and the consumer to seek; seeks recorded as (partition, offset, leader epoch)."""
+
+    def __init__(self, read_epochs: dict[int, int]) -> None:
+        self.read_epochs = read_epochs
+        self.seeks: list[tuple[int, int, int]] = []
+
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        return [
+            TopicPartition(tp.topic, tp.partition, 10, leader_epoch=self.read_epochs.get(tp.partition, -1))
+            for tp in partitions
+        ]
+
+    def reader_of(self, topic: str, partition: int) -> Any:
+        return self
+
+    def seek(self, target: TopicPartition) -> None:
+        self.seeks.append((target.partition, target.offset, target.leader_epoch))
+
+
+def test_a_check_seeks_with_the_epoch_of_what_was_copied_where_the_source_leader_is_past_it() -> None:
+    parts = [PartitionCopy("A->B", "t", p, "A.t", 100, position=10) for p in range(3)]
+    parts[0].epoch = 0  # copied at epoch 0; the consumer already names the new leader's epoch
+    parts[1].epoch = -1  # nothing committed with an epoch: the consumer's
+    parts[2].epoch = 4  # copied at the source's epoch: nothing to check
+    reader = Reader({0: 2, 1: 1, 2: 4})
+    sought = check_against_leaders(cast(SplitReader, reader), [(parts[0], 2), (parts[1], 2), (parts[2], 4)])
+    assert sought == 2
+    assert reader.seeks == [(0, 10, 0), (1, 10, 1)]
+    assert parts[0].sought and parts[1].sought and not parts[2].sought
