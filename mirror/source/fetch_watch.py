@@ -22,8 +22,13 @@ the leader is unknown at that moment; assign() does not check at all. A replica 
 then looks, to a consumer idle at the old end, like a log that just has not grown: the records it
 takes next, at the offsets lost, would never be read (2 of 4 partitions, in a local run of the
 unclean-election test). So an idle partition whose source epoch rose since the watch last saw it
-is named for a check (the task seeks it with the epoch it read at, which makes librdkafka check),
-once per epoch.
+is named for a check (the task seeks it with the epoch it read at, which makes librdkafka check).
+One check can come to nothing: librdkafka (2.15's source) skips it while an older check is in
+flight and judges the new position by that one's answer, and a seek made while the leader is
+unknown waits for metadata. So a partition whose copy is of an older epoch than its source
+leader's is named again at the next looks, CHECKS_PER_EPOCH times in all: a check that finds
+nothing costs one OffsetForLeaderEpoch request (a CI run left 2 of 4 partitions at the old end
+with one check each).
 
 The cached end also goes stale while librdkafka fetches nothing at all because the task is behind
 on what it fetched (its queue full: a throttled task, a slow target). So a look judges only if a
@@ -47,6 +52,7 @@ from mirror.source.split_reader import SplitReader
 
 WATCH_SECONDS = 10.0
 REBUILD_SECONDS = 60.0
+CHECKS_PER_EPOCH = 3
 
 
 class FetchWatch:
@@ -70,6 +76,7 @@ class FetchWatch:
         # The partitions idle at the last look, with their positions then, and their ends as asked then.
         self._asked: tuple[dict[Partition, int], PendingOffsets] | None = None
         self._epochs: dict[Partition, int] = {}  # the source epoch each idle partition was seen at
+        self._checks: dict[Partition, int] = {}  # how many times it was named at that epoch
         self._to_check: list[tuple[PartitionCopy, int]] = []
 
     def read(self, records: int) -> None:
@@ -89,7 +96,7 @@ class FetchWatch:
     def restart(self) -> None:
         """New consumers: what the old ones did (or did not) fetch says nothing of them, and
         assign() checked none of their positions against the leaders' epochs."""
-        self._seen, self._asked, self._epochs, self._to_check = {}, None, {}, []
+        self._seen, self._asked, self._epochs, self._checks, self._to_check = {}, None, {}, {}, []
         self._next_look = self._clock() + self._every
 
     def stuck(self, parts: Sequence[PartitionCopy]) -> list[tuple[PartitionCopy, int]]:
@@ -133,7 +140,8 @@ class FetchWatch:
 
     def to_check(self) -> list[tuple[PartitionCopy, int]]:
         """Idle partitions whose source leader epoch rose since the last look that saw them (or
-        since new consumers took them), each with that epoch; each named once."""
+        since new consumers took them), each with that epoch; named at most CHECKS_PER_EPOCH
+        looks in a row while what was copied from it is of an older (or unknown) epoch, else once."""
         found, self._to_check = self._to_check, []
         return found
 
@@ -150,19 +158,26 @@ class FetchWatch:
             if epoch is None or key not in idle or reads[key] != idle[key] or part.upstream:
                 continue
             if epoch > self._epochs.get(key, -1):
-                self._epochs[key] = epoch
+                self._epochs[key], self._checks[key] = epoch, 0
+            elif epoch < self._epochs[key] or part.epoch >= epoch:
+                continue  # an answer from before the rise, or copied at the leader's epoch: checked
+            if self._checks[key] < CHECKS_PER_EPOCH:
+                self._checks[key] += 1
                 self._to_check.append((part, epoch))
 
 
-def check_against_leaders(source: SplitReader, checks: Sequence[tuple[PartitionCopy, int]]) -> int:
+def check_against_leaders(
+    source: SplitReader, checks: Sequence[tuple[PartitionCopy, int]]
+) -> list[tuple[PartitionCopy, int, int]]:
     """Seek each partition FetchWatch.to_check named to where it is, with the epoch of what was
     copied from it, if its source leader's epoch is past that: librdkafka then checks the new
     leader's log still holds it, and a log cut shorter comes back as a consume error, handled as
-    any truncation found. Returns how many were sought."""
+    any truncation found. Returns those sought, each with the epoch it was sought with and its
+    leader's."""
     if not checks:
-        return 0
+        return []
     read = consumer_positions(source, [part for part, _ in checks])
-    sought = 0
+    sought = []
     for (part, source_epoch), (_, read_epoch) in zip(checks, read, strict=True):
         # The committed epoch is that of the last record copied: the one the check must be of (the
         # consumer's may already name the new leader's). The consumer's when none was committed.
@@ -171,8 +186,18 @@ def check_against_leaders(source: SplitReader, checks: Sequence[tuple[PartitionC
         if 0 <= epoch < source_epoch and position > 0 and not part.upstream:
             seek(source.reader_of(part.topic, part.partition), part.topic, part.partition, position, epoch)
             part.sought = True
-            sought += 1
+            sought.append((part, epoch, source_epoch))
     return sought
+
+
+def describe_checks(sought: Sequence[tuple[PartitionCopy, int, int]]) -> str:
+    """The log line for the checks check_against_leaders made."""
+    part, epoch, leader_epoch = sought[0]
+    return (
+        f"checking {len(sought)} idle partitions against their new source leaders' logs (KIP-320), "
+        f"e.g. {part.topic}-{part.partition} at {part.read_position()}, copied at epoch {epoch}, its "
+        f"leader at {leader_epoch}"
+    )
 
 
 def _drop_elsewhere(client: AdminClient) -> None:

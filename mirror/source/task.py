@@ -36,7 +36,7 @@ from mirror.flow.ownership import flow_mark_reader, stop_if_flow_taken_over
 from mirror.kafka.transactions import AbortableError, RetriableError
 from mirror.logs import log_context, partition_names
 from mirror.source.clients import RareClients, positions_reader, source_admin, source_reader, sync_writer
-from mirror.source.fetch_watch import FetchWatch, check_against_leaders
+from mirror.source.fetch_watch import FetchWatch, check_against_leaders, describe_checks
 from mirror.source.losses import handle_consume_errors
 from mirror.source.partition_copy import PartitionCopy
 from mirror.source.record_copy import ConsumeError, consumer_positions, copy_messages, next_messages
@@ -302,7 +302,7 @@ class _CopyTask:
         if stuck:
             self._read_again(stuck)
         elif sought := check_against_leaders(self.source, self.watch.to_check()):
-            log.info("checking %d idle partitions against their new source leaders' logs (KIP-320)", sought)
+            log.info("%s", describe_checks(sought))
         return None
 
     def _commit(self) -> None:

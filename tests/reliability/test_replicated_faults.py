@@ -827,7 +827,12 @@ def test_an_unclean_leader_election_on_the_source_is_reported_and_its_new_record
             ends = {p: len(records) for p, records in read_topic(target.bootstrap_servers, remote).items()}
             assert ends == {p: len(records) for p, records in expected.items()}, ends
 
-        assert_eventually(copied_all, timeout=180, interval=2)
+        try:
+            assert_eventually(copied_all, timeout=180, interval=2)
+        except AssertionError as exc:
+            # What the copy tasks checked and found is the story of a failure here.
+            told = [line for line in run.output().splitlines() if "KIP-320" in line or "unclean" in line]
+            raise AssertionError(f"{exc}; the run said: {told[-12:]}") from exc
         counted = _metric_sum(port, "mirror_source_copied_then_lost_records_total", topic)
         exit_code = run.stop()
     finally:

@@ -13,7 +13,7 @@ from typing import Any, cast
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from mirror.source.fetch_watch import FetchWatch, check_against_leaders
+from mirror.source.fetch_watch import CHECKS_PER_EPOCH, FetchWatch, check_against_leaders
 from mirror.source.partition_copy import PartitionCopy
 from mirror.source.split_reader import SplitReader
 from tests.unit.futures import done
@@ -190,19 +190,42 @@ def test_an_idle_partition_is_named_for_a_check_each_time_its_source_leader_epoc
     # where the consumer waits again once it takes new records: only the epoch tells.
     epochs = {0: 0, 1: 0, 2: 0}
     watched = _watched({0: 10, 1: 10, 2: 10}, epochs=epochs)
+    for part in watched.parts:
+        part.epoch = 0  # copied at the leader's epoch
     watched.look()
     watched.look()
     watched.look()
     assert _named_for_a_check(watched) == [(0, 0), (1, 0), (2, 0)]  # first seen: the task compares
     watched.look()
-    assert _named_for_a_check(watched) == []  # the same epochs: named once
+    assert _named_for_a_check(watched) == []  # the same epochs, copied at them: named once
     epochs[1] = 2
     watched.look()  # reads the answers asked before the election, asks again
     assert _named_for_a_check(watched) == []
     watched.look()
     assert _named_for_a_check(watched) == [(1, 2)]
+
+
+def test_a_partition_copied_at_an_older_epoch_is_named_again_at_the_next_looks_a_few_times() -> None:
+    # One check can come to nothing (librdkafka skips a seek's check while an older one is in
+    # flight): a CI run left 2 of 4 partitions at the old end after one check each.
+    epochs = {0: 0, 1: 0, 2: 0}
+    watched = _watched({0: 10, 1: 10, 2: 10}, epochs=epochs)
+    for part in watched.parts:
+        part.epoch = 0
+    for _ in range(4):
+        watched.look()
+    watched.watch.to_check()
+    epochs[1] = 2
     watched.look()
-    assert _named_for_a_check(watched) == []
+    named = []
+    for _ in range(CHECKS_PER_EPOCH + 2):
+        watched.look()
+        named.append(_named_for_a_check(watched))
+    assert named == [[(1, 2)]] * CHECKS_PER_EPOCH + [[], []]
+    epochs[1] = 3  # another election: checked again as many times
+    watched.look()
+    watched.look()
+    assert _named_for_a_check(watched) == [(1, 3)]
 
 
 def test_a_partition_read_or_holding_open_records_is_not_named_for_a_check() -> None:
@@ -258,6 +281,6 @@ def test_a_check_seeks_with_the_epoch_of_what_was_copied_where_the_source_leader
     parts[2].epoch = 4  # copied at the source's epoch: nothing to check
     reader = Reader({0: 2, 1: 1, 2: 4})
     sought = check_against_leaders(cast(SplitReader, reader), [(parts[0], 2), (parts[1], 2), (parts[2], 4)])
-    assert sought == 2
+    assert [(part.partition, epoch, leader) for part, epoch, leader in sought] == [(0, 0, 2), (1, 1, 2)]
     assert reader.seeks == [(0, 10, 0), (1, 10, 1)]
     assert parts[0].sought and parts[1].sought and not parts[2].sought
