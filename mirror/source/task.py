@@ -39,6 +39,7 @@ from mirror.source.clients import RareClients, positions_reader, source_admin, s
 from mirror.source.fetch_watch import FetchWatch, check_against_leaders, describe_checks
 from mirror.source.losses import handle_consume_errors
 from mirror.source.partition_copy import PartitionCopy
+from mirror.source.position_sweep import PositionSweep
 from mirror.source.record_copy import ConsumeError, consumer_positions, copy_messages, next_messages
 from mirror.source.start import read_positions, start_of
 from mirror.source.stats import StatsSender
@@ -122,6 +123,7 @@ class _CopyTask:
         self._began = time.monotonic()  # when the open transaction began
         self.reports = TaskReports(self.stats)
         self.watch = FetchWatch(lambda: source_admin(settings), self.source.fetched_end)
+        self.sweep = PositionSweep(self.parts)
         self._batch = OpenTransaction()
 
     def __enter__(self) -> _CopyTask:
@@ -282,7 +284,7 @@ class _CopyTask:
         task ended if it did."""
         state = self._state()
         ending = state != "current" or time.time() >= self.spec.deadline
-        self._sweep_positions()
+        self.sweep.sweep(self.source, every=ending)
         opened = self._batch.opened_at is not None
         stuck = [] if ending else self.watch.stuck(self.parts)
         if opened and (ending or stuck):
@@ -338,12 +340,6 @@ class _CopyTask:
         log.warning(message, extra=_owned(self.spec))
         self.reports.report("rebuilt", message)
         self._rewind()
-
-    def _sweep_positions(self) -> None:
-        """Positions the consumer moved past aborted records and markers, with no record to copy."""
-        positions = consumer_positions(self.source, self.parts)
-        for part, (position, epoch) in zip(self.parts, positions, strict=True):
-            part.swept_to(position, epoch)
 
     def _handle(self, errors: list[ConsumeError]) -> None:
         handle_consume_errors(
