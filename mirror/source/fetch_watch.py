@@ -140,8 +140,9 @@ class FetchWatch:
 
     def to_check(self) -> list[tuple[PartitionCopy, int]]:
         """Idle partitions whose source leader epoch rose since the last look that saw them (or
-        since new consumers took them), each with that epoch; named at most CHECKS_PER_EPOCH
-        looks in a row while what was copied from it is of an older (or unknown) epoch, else once."""
+        since new consumers took them), each with that epoch; named at the looks that find it idle
+        CHECKS_PER_EPOCH times in all while what was copied from it is of an older (or unknown)
+        epoch, else once."""
         found, self._to_check = self._to_check, []
         return found
 

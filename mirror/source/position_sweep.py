@@ -7,6 +7,8 @@ machine), and a task looks twice a second: at 10,000 partitions in two tasks tha
 where the copy workers got 0.3-0.6 of one under a steady load. So a look reads the positions of
 SLICE partitions, the next ones each time: a task of at most SLICE partitions reads them all at
 every look, as before; one of 5,000 each every 2.5 s. The task's last commit reads them all.
+A position not swept yet lags only over markers and aborted records, which no read returns: the
+fetch watch may then take the partition for idle, and at worst checks it against its leader.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ from mirror.source.transaction import OpenTransaction, RemoteRecreatedError, com
 log = logging.getLogger(__name__)
 
 CONSUME_BATCH = 10_000
-CHECK_SECONDS = 0.5  # how often the task reads the flow mark and sweeps consumer positions
+CHECK_SECONDS = 0.5  # how often the task reads the flow mark and sweeps positions (a slice of them)
 MAX_TRANSACTION_RECORDS = 50_000
 MAX_TRANSACTION_BYTES = 32 * 1024 * 1024
 # A task that has committed nothing for this long, over at least MIN_FAILURES tries, fails; Spark
@@ -123,7 +123,7 @@ class _CopyTask:
         self._began = time.monotonic()  # when the open transaction began
         self.reports = TaskReports(self.stats)
         self.watch = FetchWatch(lambda: source_admin(settings), self.source.fetched_end)
-        self.sweep = PositionSweep(self.parts)
+        self.sweeper = PositionSweep(self.parts)
         self._batch = OpenTransaction()
 
     def __enter__(self) -> _CopyTask:
@@ -284,7 +284,7 @@ class _CopyTask:
         task ended if it did."""
         state = self._state()
         ending = state != "current" or time.time() >= self.spec.deadline
-        self.sweep.sweep(self.source, every=ending)
+        self.sweeper.sweep(self.source, every=ending)
         opened = self._batch.opened_at is not None
         stuck = [] if ending else self.watch.stuck(self.parts)
         if opened and (ending or stuck):

@@ -228,6 +228,25 @@ def test_a_partition_copied_at_an_older_epoch_is_named_again_at_the_next_looks_a
     assert _named_for_a_check(watched) == [(1, 3)]
 
 
+def test_an_answer_from_before_the_election_does_not_count_as_a_check() -> None:
+    # A leader that had not yet heard of the election answers with the older epoch: only answers
+    # at the new one count, so the partition is still checked as many times at it.
+    epochs = {0: 0, 1: 0, 2: 0}
+    watched = _watched({0: 10, 1: 10, 2: 10}, epochs=epochs)
+    for part in watched.parts:
+        part.epoch = 0
+    for _ in range(4):
+        watched.look()
+    watched.watch.to_check()
+    named = []
+    # Each look judges the answers to what the look before asked.
+    for epoch in (2, 2, 1, 1, 2, 2, 2):
+        epochs[1] = epoch
+        watched.look()
+        named.append(_named_for_a_check(watched))
+    assert named == [[], [(1, 2)], [(1, 2)], [], [], [(1, 2)], []]  # three in all at epoch 2
+
+
 def test_a_partition_read_or_holding_open_records_is_not_named_for_a_check() -> None:
     # Moving, it is no idle consumer at an old end: what it reads carries the new epoch.
     epochs = {0: 3, 1: 3, 2: 3}
