@@ -27,8 +27,8 @@ One check can come to nothing: librdkafka (2.15's source) skips it while an olde
 flight and judges the new position by that one's answer, and a seek made while the leader is
 unknown waits for metadata. So a partition whose copy is of an older epoch than its source
 leader's is named again at the next looks, CHECKS_PER_EPOCH times in all: a check that finds
-nothing costs one OffsetForLeaderEpoch request (a CI run left 2 of 4 partitions at the old end
-with one check each).
+nothing costs one OffsetForLeaderEpoch request. (A CI run left 2 of 4 partitions at the old end
+with one check each; why was not found, and a check come to nothing is one way it can happen.)
 
 The cached end also goes stale while librdkafka fetches nothing at all because the task is behind
 on what it fetched (its queue full: a throttled task, a slow target). So a look judges only if a
