@@ -205,9 +205,9 @@ def test_an_idle_partition_is_named_for_a_check_each_time_its_source_leader_epoc
     assert _named_for_a_check(watched) == [(1, 2)]
 
 
-def test_a_partition_copied_at_an_older_epoch_is_named_again_at_the_next_looks_a_few_times() -> None:
-    # One check can come to nothing (librdkafka skips a seek's check while an older one is in
-    # flight): a CI run left 2 of 4 partitions at the old end after one check each.
+def _checked_at_their_epoch() -> tuple[Watched, dict[int, int]]:
+    """Partitions t-0..2, copied at their leaders' epoch 0 and idle long enough to have had their
+    first check; and the leaders' epochs, for a test to change."""
     epochs = {0: 0, 1: 0, 2: 0}
     watched = _watched({0: 10, 1: 10, 2: 10}, epochs=epochs)
     for part in watched.parts:
@@ -215,35 +215,37 @@ def test_a_partition_copied_at_an_older_epoch_is_named_again_at_the_next_looks_a
     for _ in range(4):
         watched.look()
     watched.watch.to_check()
-    epochs[1] = 2
-    watched.look()
+    return watched, epochs
+
+
+def _named_at_looks(
+    watched: Watched, epochs: dict[int, int], leader_epochs: list[int]
+) -> list[list[tuple[int, int]]]:
+    """What each look names, partition 1's leader at the epochs given, one a look; each look
+    judges the answers to what the look before asked."""
     named = []
-    for _ in range(CHECKS_PER_EPOCH + 2):
+    for epoch in leader_epochs:
+        epochs[1] = epoch
         watched.look()
         named.append(_named_for_a_check(watched))
-    assert named == [[(1, 2)]] * CHECKS_PER_EPOCH + [[], []]
-    epochs[1] = 3  # another election: checked again as many times
-    watched.look()
-    watched.look()
-    assert _named_for_a_check(watched) == [(1, 3)]
+    return named
+
+
+def test_a_partition_copied_at_an_older_epoch_is_named_again_at_the_next_looks_a_few_times() -> None:
+    # One check can come to nothing (librdkafka skips a seek's check while an older one is in
+    # flight): a CI run left 2 of 4 partitions at the old end after one check each.
+    watched, epochs = _checked_at_their_epoch()
+    named = _named_at_looks(watched, epochs, [2] * (CHECKS_PER_EPOCH + 3))
+    assert named == [[]] + [[(1, 2)]] * CHECKS_PER_EPOCH + [[], []]
+    # Another election: checked again as many times.
+    assert _named_at_looks(watched, epochs, [3, 3]) == [[], [(1, 3)]]
 
 
 def test_an_answer_from_before_the_election_does_not_count_as_a_check() -> None:
     # A leader that had not yet heard of the election answers with the older epoch: only answers
     # at the new one count, so the partition is still checked as many times at it.
-    epochs = {0: 0, 1: 0, 2: 0}
-    watched = _watched({0: 10, 1: 10, 2: 10}, epochs=epochs)
-    for part in watched.parts:
-        part.epoch = 0
-    for _ in range(4):
-        watched.look()
-    watched.watch.to_check()
-    named = []
-    # Each look judges the answers to what the look before asked.
-    for epoch in (2, 2, 1, 1, 2, 2, 2):
-        epochs[1] = epoch
-        watched.look()
-        named.append(_named_for_a_check(watched))
+    watched, epochs = _checked_at_their_epoch()
+    named = _named_at_looks(watched, epochs, [2, 2, 1, 1, 2, 2, 2])
     assert named == [[], [(1, 2)], [(1, 2)], [], [], [(1, 2)], []]  # three in all at epoch 2
 
 
