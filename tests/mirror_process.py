@@ -16,8 +16,9 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import OffsetSpec
 
+from mirror.kafka.clients import admin_client
 from mirror.local.ports import free_port
 from mirror.spark.jvm import class_archive
 from tests.helpers import assert_eventually, retrying
@@ -152,7 +153,7 @@ def _wait_for_group_to_end(group: int, *, timeout: float) -> None:
 def source_ends(source: KafkaCluster, topics: list[str]) -> dict[tuple[str, int], int]:
     """Last stable offset of every partition of `topics` on the source, in one ListOffsets
     request per leader (asked again while a leader moves)."""
-    admin = AdminClient(source.properties())
+    admin = admin_client(source.properties())  # connections to every broker: see ADMIN_CONNECTIONS
     partitions = source_partitions(source, topics)
 
     def ask() -> dict[tuple[str, int], int]:
@@ -173,7 +174,7 @@ def source_ends(source: KafkaCluster, topics: list[str]) -> dict[tuple[str, int]
 def source_partitions(source: KafkaCluster, topics: list[str]) -> list[tuple[str, int]]:
     """Every partition of `topics` on the source (callers poll with the list). Asked again until
     every topic is there: a broker of a replicated cluster may not know a topic just created yet."""
-    admin = AdminClient(source.properties())
+    admin = admin_client(source.properties())
     deadline = time.monotonic() + 30
     while True:
         metadata = admin.list_topics(timeout=30)

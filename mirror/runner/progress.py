@@ -14,8 +14,6 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from confluent_kafka import KafkaException
-
 from mirror.config.flow_settings import FlowSettings
 from mirror.errors import MirrorError
 from mirror.kafka.clients import admin_client, consumer
@@ -101,8 +99,6 @@ T = TypeVar("T")
 
 # A lag read older than this is no longer the lag: shown as unknown, its series dropped.
 LAG_STALE_SECONDS = 30.0
-# How long a failed lag read waits for the source's metadata, to tell a cluster away from a leader.
-METADATA_PROBE_SECONDS = 5.0
 
 
 class LagReader:
@@ -129,7 +125,7 @@ class LagReader:
         # it answers), and what the last one that failed ran into: cluster_answers reports it.
         self.source_unanswered_since: float | None = None
         self.source_problem: str | None = None
-        # Whether the source answered metadata when the last read failed: then only some
+        # Whether the read waiting (or failed) had its topic listing answered: then only some
         # partitions' leaders are away (a broker down, its leaders not moved yet), not the cluster.
         self.source_answers_in_part = False
 
@@ -160,10 +156,7 @@ class LagReader:
         self, selected: Collection[tuple[str, int]], copied: Collection[tuple[str, int]]
     ) -> dict[tuple[str, int], int]:
         s = self._settings
-        ends = self._ask_source(
-            lambda: last_stable_offsets(self._source_admin, selected),
-            probe_topic=next((t for t, _ in selected), None),
-        )
+        ends = self._ask_source(lambda: last_stable_offsets(self._source_admin, selected))
         # Only partitions being copied have a position; the others have copied nothing yet.
         remote = [(s.remote_topic(t), p) for t, p in copied if (t, p) in ends]
         positions = committed_positions(self._positions, remote)
@@ -171,35 +164,29 @@ class LagReader:
             (t, p): max(0, end - positions.get((s.remote_topic(t), p), 0)) for (t, p), end in ends.items()
         }
 
-    def _ask_source(
-        self, ask: Callable[[], T], probe_topic: str | None = None, *, completes: bool = True
-    ) -> T:
+    def _ask_source(self, ask: Callable[[], T], *, completes: bool = True) -> T:
         """`ask()` of the source, noting whether it answered; the target's part of a read (the
         positions) is not the source's, and a target away must not look like a silent source.
-        A metadata request for `probe_topic` tells a cluster away from some partitions' leaders
-        away: asked before too, as a read of a dead leader's partitions can wait longer than the
-        silence that is reported (SOURCE_LATE_SECONDS), and while it waits the cluster has answered."""
+        A read begins with the topic listing (`completes=False`): once it answered, the cluster
+        answers, and ends still waiting wait on some partitions' leaders (a dead leader's answer
+        can take longer than the silence reported, SOURCE_LATE_SECONDS). A metadata request of the
+        reader's own after the listing, which this replaced, failed in a local drill (likely in the
+        10 s the machine stalled as a broker was killed): one lost broker read as a silent cluster."""
         if self.source_unanswered_since is None:
             self.source_unanswered_since = time.monotonic()
-        if probe_topic is not None:
-            self.source_answers_in_part = self._metadata_answers(probe_topic)
         try:
             answer = ask()
         except MirrorError as exc:
             self.source_problem = str(exc)
-            self.source_answers_in_part = probe_topic is not None and self._metadata_answers(probe_topic)
+            if not completes:  # the listing: the cluster itself did not answer
+                self.source_answers_in_part = False
             raise
         if completes:  # the read's last ask of the source: it answered
             self.source_unanswered_since, self.source_problem = None, None
             self.source_answers_in_part = False
+        else:
+            self.source_answers_in_part = True  # what waits now, waits on some leaders
         return answer
-
-    def _metadata_answers(self, topic: str) -> bool:
-        try:
-            self._source_admin.list_topics(topic=topic, timeout=METADATA_PROBE_SECONDS)
-        except KafkaException:
-            return False
-        return True
 
     def close(self) -> None:
         self._positions.close()

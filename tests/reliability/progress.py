@@ -8,8 +8,9 @@ import threading
 import time
 
 from confluent_kafka import IsolationLevel, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import OffsetSpec
 
+from mirror.kafka.clients import admin_client
 from tests.kafka_backends import KafkaCluster
 from tests.mirror_process import committed_positions, source_partitions
 
@@ -62,7 +63,9 @@ class Progress:
             # A new client each time, so each sample learns the leaders afresh. Each partition on
             # its own: one offline on the source (its only in-sync replica the broker that died)
             # answers nothing for the whole outage, and must not hide the others' ends.
-            admin = AdminClient(self._source_properties)
+            # Kept connected to every broker: see ADMIN_CONNECTIONS (its requests to a dead leader spun
+            # a core each, and starved the brokers the test watches).
+            admin = admin_client(self._source_properties)
             asked = admin.list_offsets(
                 {TopicPartition(*part): latest for part in self.partitions},
                 isolation_level=IsolationLevel.READ_UNCOMMITTED,

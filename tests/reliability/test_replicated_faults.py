@@ -777,7 +777,7 @@ def test_an_unclean_leader_election_on_the_source_is_reported_and_its_new_record
     controller = _active_controller(source)
     leader, follower = sorted(node for node in source.nodes.brokers if node != controller)[:2]
     topic = f"unclean-{'restarted' if mirror_down else 'running'}-{time.monotonic_ns() % 10**6}"
-    admin = AdminClient(source.properties())
+    admin = admin_client(source.properties())  # its election waits on a dead broker: ADMIN_CONNECTIONS
     new = NewTopic(
         topic,
         num_partitions=UNCLEAN_PARTITIONS,
@@ -803,10 +803,12 @@ def test_an_unclean_leader_election_on_the_source_is_reported_and_its_new_record
         source.nodes.broker(follower).wait_until_ready(300)
         # The controller elects the follower by itself, as the topic allows an unclean election;
         # asked too, as kafka-leader-election --election-type unclean does ("not needed" once done).
+        # The answer does not matter, the metadata checked next does: a CI run's busy controller left
+        # the request unanswered for 60 s (TimeoutError) while it made the election by itself.
         elections = admin.elect_leaders(
             ElectionType.UNCLEAN, [TopicPartition(topic, p) for p in range(UNCLEAN_PARTITIONS)]
         )
-        with contextlib.suppress(KafkaException):
+        with contextlib.suppress(KafkaException, TimeoutError):
             elections.result(timeout=60)
         _wait_for_partitions(source, topic, lambda p: p.leader == follower, "the follower elected")
         _produce_phase(source, topic, "new")  # at offsets the lost records had
@@ -951,3 +953,38 @@ def test_a_topic_is_created_and_described_though_the_broker_named_controller_was
     assert created in ([topic], [])
     assert len(creator.list_topics(topic, timeout=30).topics[topic].partitions) == 3
     assert list(described) == [topic] and described[topic]
+
+
+def test_an_admin_request_waiting_on_a_broker_just_killed_leaves_the_cpu_idle(
+    replicated: list[KafkaCluster], reliability: Record
+) -> None:
+    """librdkafka (2.16) with sparse connections, its default, spins while an admin request waits
+    for a broker that is down: every failed connect wakes the request, which asks for a connection
+    at once. One request kept a core busy until its timeout; in a CI run of the broker-loss drill
+    every process of the run (and the test's own sampler) did so, the two-core machine starved both
+    clusters, and the copy stopped for a minute. mirror's admin clients keep a connection to every
+    broker (ADMIN_CONNECTIONS), whose reconnects back off. Last in the module: the node it kills
+    need not be started again."""
+    source = replicated[0]
+    assert source.nodes is not None
+    admin = admin_client(source.properties())
+    admin.list_topics(timeout=30)  # its metadata names every broker, the one killed next too
+    victim = max(source.nodes.brokers)
+    source.nodes.kill_broker(victim)
+    began, cpu_began = time.monotonic(), time.process_time()
+    # ListGroups goes to every broker the metadata names: it waits for the dead one until its timeout.
+    listed = admin.list_consumer_groups(request_timeout=5)
+    with contextlib.suppress(KafkaException):
+        listed.result(timeout=30)
+    waited = time.monotonic() - began
+    # This process's CPU meanwhile, its librdkafka threads included (nothing else runs in it now).
+    cpu = time.process_time() - cpu_began
+    reliability(
+        "fault",
+        "A broker SIGKILLed just before an admin request that goes to every broker (RF 3, min ISR 2)",
+        does="the request waits for the dead broker until its timeout, with the CPU idle",
+        shown=f"waited {waited:.1f} s, using {cpu:.2f} s of CPU",
+    )
+    assert waited > 3, f"the request did not wait for broker {victim} ({waited:.1f} s): nothing was measured"
+    # Spinning, the client used about as much CPU as it waited (4.7 s in 5 s, by hand).
+    assert cpu < 0.25 * waited, f"the admin client used {cpu:.1f} s of CPU in {waited:.1f} s of waiting"

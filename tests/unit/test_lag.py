@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from prometheus_client import CollectorRegistry
 
 from mirror.errors import KafkaClientError
@@ -102,6 +103,35 @@ def test_a_read_still_waiting_on_a_dead_leader_tells_a_cluster_that_answers_in_p
     reader.refresh(lambda: [("orders", 0)], copied={("orders", 0)})
     assert len(lines) == 1, lines
     assert "answers, but not for every partition" in lines[0], lines[0]
+
+
+def test_a_read_whose_topic_listing_answered_tells_a_cluster_that_answers_in_part_whatever_comes_next(
+    reader: LagReader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A local drill: a read waiting on a lost broker's partitions was said to be a silent cluster,
+    # its own metadata request after the listing failing, likely in the 10 s the machine stalled as
+    # the broker was killed. The listing is the cluster's answer; nothing after it is asked.
+    class _Stalled:
+        def list_topics(self, **_: object) -> None:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+
+    reader._source_admin = _Stalled()  # type: ignore[assignment]
+    answering(monkeypatch, {}, {})
+    said: list[bool] = []
+
+    def waiting(_admin: object, _parts: Iterable[Partition]) -> dict[Partition, int]:
+        said.append(reader.source_answers_in_part)
+        raise KafkaClientError("listing partition offsets: no answer in time")
+
+    monkeypatch.setattr(progress, "last_stable_offsets", waiting)
+    reader.refresh(lambda: [("orders", 0)], copied={("orders", 0)})
+    assert said == [True] and reader.source_answers_in_part
+
+    def unlisted() -> list[Partition]:
+        raise KafkaClientError("listing topics of source cluster A: Failed to get metadata: Local: Timed out")
+
+    reader.refresh(unlisted, copied={("orders", 0)})
+    assert not reader.source_answers_in_part, "no listing answered: the cluster is silent"
 
 
 def test_a_silence_of_some_partitions_lasts_across_reads_whose_topic_listing_answers(
