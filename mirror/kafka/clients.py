@@ -124,7 +124,7 @@ def wait_until_reachable(properties: Mapping[str, str], *, timeout_seconds: floa
         raise ClusterTlsError(f"{what}: {expired}")
     seen: list[KafkaError] = []
     logged = _LoggedLines()
-    admin = AdminClient({**ADMIN_CONNECTIONS, **properties, "error_cb": seen.append, "logger": logged.logger})
+    admin = AdminClient({**properties, "error_cb": seen.append, "logger": logged.logger})
     deadline = time.monotonic() + timeout_seconds
     last: Exception | None = None
     while True:

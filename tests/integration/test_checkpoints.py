@@ -54,10 +54,13 @@ def test_a_group_active_on_the_target_is_left_alone_until_it_is_empty(flow: Flow
     produce(flow.source, topic, values("a", 0, 800))
     flow.wait_until_copied(topic)
     # A consumer of the group is already running on B (say, the application was started early).
-    stop = threading.Event()
-    member = threading.Thread(target=_stay_in_group, args=(flow.target, group, f"A.{topic}", stop))
+    stop, joined = threading.Event(), threading.Event()
+    member = threading.Thread(target=_stay_in_group, args=(flow.target, group, f"A.{topic}", stop, joined))
     member.start()
     try:
+        # Member first, then the source's commit: a join slower than a checkpoint round (a busy CI
+        # run) let the group be synced while still empty, which is right, and failed the test.
+        assert joined.wait(60), f"the consumer never joined {group} on B"
         position = consume_and_commit(flow.source, group, topic, 0, 800)
         assert_eventually(
             lambda: _assert_in(f"group {group} has members on B", flow.run.output()), timeout=60
@@ -77,7 +80,9 @@ def test_a_group_active_on_the_target_is_left_alone_until_it_is_empty(flow: Flow
     )
 
 
-def _stay_in_group(cluster: KafkaCluster, group: str, topic: str, stop: threading.Event) -> None:
+def _stay_in_group(
+    cluster: KafkaCluster, group: str, topic: str, stop: threading.Event, joined: threading.Event
+) -> None:
     consumer = Consumer(
         cluster.properties(
             **{"group.id": group, "enable.auto.commit": "false", "auto.offset.reset": "latest"}
@@ -87,6 +92,8 @@ def _stay_in_group(cluster: KafkaCluster, group: str, topic: str, stop: threadin
     try:
         while not stop.is_set():
             consumer.poll(0.2)
+            if consumer.assignment():
+                joined.set()
     finally:
         consumer.close()
 
