@@ -169,9 +169,9 @@ class LagReader:
         positions) is not the source's, and a target away must not look like a silent source.
         A read begins with the topic listing (`completes=False`): once it answered, the cluster
         answers, and ends still waiting wait on some partitions' leaders (a dead leader's answer
-        can take longer than the silence reported, SOURCE_LATE_SECONDS). A metadata request of the
-        reader's own after the listing, which this replaced, failed in a local drill (likely in the
-        10 s the machine stalled as a broker was killed): one lost broker read as a silent cluster."""
+        can take longer than the silence reported, SOURCE_LATE_SECONDS). No metadata request of its
+        own: one made after the listing can meet a stall of its own (a machine stalled for 10 s as
+        a broker was killed), and then one lost broker reads as a silent cluster."""
         if self.source_unanswered_since is None:
             self.source_unanswered_since = time.monotonic()
         try:

@@ -22,7 +22,7 @@ Partition = tuple[str, int]
 
 
 class _Metadata:
-    """The source's metadata answers: its cluster is there, whatever its partitions' leaders do."""
+    """The reader's admin client, never asked: the reads are stubbed at mirror.kafka.offsets."""
 
     def list_topics(self, **_: object) -> None:
         return None
