@@ -1,0 +1,86 @@
+"""Offsets of thousands of partitions are asked in requests of at most REQUEST_PARTITIONS: librdkafka's
+CPU for one request grows with the square of its partitions (mirror.kafka.offsets)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from concurrent.futures import Future
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from mirror.errors import MirrorError
+from mirror.kafka.offsets import (
+    REQUEST_PARTITIONS,
+    ask_last_stable_offsets,
+    committed_with_metadata,
+    last_stable_offsets,
+)
+from tests.unit.futures import done
+
+PARTITIONS = [(f"topic-{t:03d}", p) for t in range(250) for p in range(10)]  # 2,500
+
+
+class EndsAdmin:
+    """Answers each partition's end (its partition number times 7), recording each request's size."""
+
+    def __init__(self) -> None:
+        self.requests: list[int] = []
+
+    def list_offsets(
+        self, request: Mapping[TopicPartition, Any], **_: Any
+    ) -> dict[TopicPartition, Future[Any]]:
+        self.requests.append(len(request))
+        return {tp: done(SimpleNamespace(offset=tp.partition * 7)) for tp in request}
+
+
+class PositionsReader:
+    """A group's committed offsets (the partition number), and the seconds each request was given."""
+
+    def __init__(self, clock: list[float], seconds_per_request: float = 0.0) -> None:
+        self.requests: list[int] = []
+        self.timeouts: list[float] = []
+        self._clock, self._seconds = clock, seconds_per_request
+
+    def committed(self, request: list[TopicPartition], timeout: float) -> list[TopicPartition]:
+        self.requests.append(len(request))
+        self.timeouts.append(timeout)
+        self._clock[0] += self._seconds
+        return [TopicPartition(tp.topic, tp.partition, tp.partition, metadata="m") for tp in request]
+
+
+def test_the_ends_of_thousands_of_partitions_are_asked_in_small_requests_and_all_answered() -> None:
+    admin = EndsAdmin()
+    ends = last_stable_offsets(cast(AdminClient, admin), PARTITIONS)
+    assert ends == {(t, p): p * 7 for t, p in PARTITIONS}
+    assert admin.requests == [REQUEST_PARTITIONS] * (len(PARTITIONS) // REQUEST_PARTITIONS)
+
+
+def test_ends_asked_without_waiting_are_asked_in_small_requests_too() -> None:
+    admin = EndsAdmin()
+    pending = ask_last_stable_offsets(cast(AdminClient, admin), PARTITIONS[:600])
+    assert admin.requests == [250, 250, 100]
+    assert pending.answered() == {(t, p): p * 7 for t, p in PARTITIONS[:600]}
+
+
+def test_a_groups_offsets_of_thousands_of_partitions_are_read_in_small_requests() -> None:
+    reader = PositionsReader([0.0])
+    read = committed_with_metadata(cast(Consumer, reader), PARTITIONS)
+    assert read == {(t, p): (p, "m") for t, p in PARTITIONS}
+    assert reader.requests == [REQUEST_PARTITIONS] * (len(PARTITIONS) // REQUEST_PARTITIONS)
+
+
+def test_a_read_in_many_requests_waits_no_longer_in_all_than_one_request_may(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [0.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    # Each request takes 12 s of a 30 s read: the third is given what is left, the fourth is not sent.
+    reader = PositionsReader(clock, seconds_per_request=12.0)
+    with pytest.raises(MirrorError, match="reading committed positions"):
+        committed_with_metadata(cast(Consumer, reader), PARTITIONS[:1000])
+    assert reader.timeouts == [30.0, 18.0, 6.0]
