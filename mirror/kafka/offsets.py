@@ -26,12 +26,10 @@ Partition = tuple[str, int]  # (topic, partition): callers outside mirror/kafka 
 # librdkafka's words when a leader's log ends below a position it checked against the leader's
 # epochs (KIP-320): with auto.offset.reset=error it stops the partition and says where the log ends.
 _TRUNCATED = re.compile(r"log truncation detected at .*?broker end offset is (\d+)", re.IGNORECASE)
-# Partitions per ListOffsets or OffsetFetch request. librdkafka's CPU for one such request grows
-# with the square of its partitions (measured on one broker: a group's offsets of 1,000
-# partitions took 10 ms of CPU, of 2,000 31 ms, of 10,000 0.5-0.6 s; 10,000 partitions' ends
-# 0.9 s). The driver's lag read asks both every 5 s: in a 10,000-partition flow librdkafka's
-# threads in the driver used 0.067 of a core, 0.012 asked 250 at a time (then 10,000 took 0.04 s
-# and 0.2 s of CPU, most of the latter the Python futures, one per partition).
+# Partitions per ListOffsets or OffsetFetch request. librdkafka's CPU for one request grows much
+# faster than its partitions (a group's offsets of 1,000 partitions took 10 ms, of 2,000 31 ms, of
+# 10,000 0.5-0.6 s), and the driver's lag read asks both of every partition every 5 s. At 250 a
+# request the 10,000 took 0.04 s; 50 and 100 were no cheaper, 500 and more cost more.
 REQUEST_PARTITIONS = 250
 T = TypeVar("T")
 
@@ -196,7 +194,9 @@ def committed_with_metadata(
         for chunk in _chunks(request):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise KafkaException(KafkaError(KafkaError._TIMED_OUT))  # as librdkafka says it
+                raise KafkaException(
+                    KafkaError(KafkaError._TIMED_OUT)
+                )  # librdkafka's code for its own timeout
             result = consumer.committed(list(chunk), timeout=remaining)
             # Per-partition errors come back inside the answer, not raised: a partition whose offset
             # could not be read has an unknown position, not none (asked again, then raised).
