@@ -969,22 +969,30 @@ def test_an_admin_request_waiting_on_a_broker_just_killed_leaves_the_cpu_idle(
     source = replicated[0]
     assert source.nodes is not None
     admin = admin_client(source.properties())
-    admin.list_topics(timeout=30)  # its metadata names every broker, the one killed next too
-    victim = max(source.nodes.brokers)
+    # The broker killed is one this client's metadata names, so the request goes to it too.
+    victim = max(admin.list_topics(timeout=30).brokers)
     source.nodes.kill_broker(victim)
-    began, cpu_began = time.monotonic(), time.process_time()
-    # ListGroups goes to every broker the metadata names: it waits for the dead one until its timeout.
-    listed = admin.list_consumer_groups(request_timeout=5)
-    with contextlib.suppress(KafkaException):
-        listed.result(timeout=30)
-    waited = time.monotonic() - began
-    # This process's CPU meanwhile, its librdkafka threads included (nothing else runs in it now).
-    cpu = time.process_time() - cpu_began
+    # A request made before the client has read the dead broker's closed socket is written to that
+    # socket and fails at once with a transport error (0.01 s in one CI run): nothing waited, so
+    # nothing was measured. The next request finds the broker down and waits for it.
+    tries = 0
+    while tries < 3:
+        tries += 1
+        began, cpu_began = time.monotonic(), time.process_time()
+        # ListGroups goes to every broker the metadata names: it waits for the dead one until its timeout.
+        listed = admin.list_consumer_groups(request_timeout=5)
+        with contextlib.suppress(KafkaException):
+            listed.result(timeout=30)
+        waited = time.monotonic() - began
+        # This process's CPU meanwhile, its librdkafka threads included (nothing else runs in it now).
+        cpu = time.process_time() - cpu_began
+        if waited > 3:
+            break
     reliability(
         "fault",
         "A broker SIGKILLed just before an admin request that goes to every broker (RF 3, min ISR 2)",
         does="the request waits for the dead broker until its timeout, with the CPU idle",
-        shown=f"waited {waited:.1f} s, using {cpu:.2f} s of CPU",
+        shown=f"waited {waited:.1f} s, using {cpu:.2f} s of CPU (request {tries})",
     )
     assert waited > 3, f"the request did not wait for broker {victim} ({waited:.1f} s): nothing was measured"
     # Spinning, the client used about as much CPU as it waited (4.7 s in 5 s, by hand).
