@@ -377,9 +377,9 @@ def _exit_on_sigterm(signum: int, _frame: object) -> None:
 
 
 def main() -> int:
-    # A bench run died once of a segfault in a C extension (librdkafka, 2026-12-06, in the 10,000-
-    # partition catch-up), with nothing but "Segmentation fault" and its brokers left running: this
-    # prints every thread's Python stack, so the next one says where it was.
+    # A bench run died once of a segfault in a C extension (2026-12-06, in the 10,000-partition
+    # catch-up), with nothing but "Segmentation fault" and its brokers left running: this prints
+    # every thread's Python stack, so the next one says where it was.
     faulthandler.enable()
     args, overrides = _options()
     # `kill` stops the brokers as Ctrl-C does, through the `finally` below: by default SIGTERM ended
