@@ -71,7 +71,7 @@ _QUIET = {"logger": LIBRDKAFKA_LOG}
 # busy (thousands of connects a second) until its timeout; a killed source broker made every
 # process of a run spin so, and the two-core CI machine starved both clusters' brokers for a minute.
 # Connections kept to every broker back off as they should (by hand: 0.0 CPU s in a 5 s wait, not 4.7).
-ADMIN_CONNECTIONS = {"enable.sparse.connections": False}
+ADMIN_CONNECTIONS = {"enable.sparse.connections": "false"}
 
 
 def admin_client(properties: Mapping[str, str]) -> AdminClient:

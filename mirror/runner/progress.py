@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 
 from mirror.config.flow_settings import FlowSettings
 from mirror.errors import MirrorError
-from mirror.kafka.clients import admin_client, consumer
-from mirror.kafka.offsets import committed_positions, last_stable_offsets
+from mirror.kafka.clients import ADMIN_CONNECTIONS, committed_reader
+from mirror.kafka.offsets import committed_positions, stable_ends
 from mirror.metrics import SourceMetrics
 
 log = logging.getLogger(__name__)
@@ -111,14 +111,14 @@ class LagReader:
 
     def __init__(self, settings: FlowSettings) -> None:
         self._settings = settings
-        self._source_admin = admin_client(settings.source_admin)
-        self._positions = consumer(
-            {
-                **settings.target_consumer,
-                "group.id": settings.positions_group(),
-                "isolation.level": "read_committed",
-            }
+        # The source's ends through a read_committed consumer, which never joins or commits to its
+        # group (stable_ends: no future per partition, unlike the admin client's). It keeps a
+        # connection to every broker as the admin clients do (ADMIN_CONNECTIONS): the read waits on
+        # a lost leader's partitions, and must not spin meanwhile.
+        self._source_ends = committed_reader(
+            {**ADMIN_CONNECTIONS, **settings.source_consumer}, settings.positions_group()
         )
+        self._positions = committed_reader(settings.target_consumer, settings.positions_group())
         self._latest: dict[tuple[str, int], int] | None = None
         self._read_at: float | None = None
         # Since when a request to the source waits or has failed with no answer since (None while
@@ -156,7 +156,7 @@ class LagReader:
         self, selected: Collection[tuple[str, int]], copied: Collection[tuple[str, int]]
     ) -> dict[tuple[str, int], int]:
         s = self._settings
-        ends = self._ask_source(lambda: last_stable_offsets(self._source_admin, selected))
+        ends = self._ask_source(lambda: stable_ends(self._source_ends, selected))
         # Only partitions being copied have a position; the others have copied nothing yet.
         remote = [(s.remote_topic(t), p) for t, p in copied if (t, p) in ends]
         positions = committed_positions(self._positions, remote)
@@ -189,6 +189,7 @@ class LagReader:
         return answer
 
     def close(self) -> None:
+        self._source_ends.close()
         self._positions.close()
 
 

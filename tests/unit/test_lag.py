@@ -21,24 +21,26 @@ from tests.unit.flows import flow_a_to_b
 Partition = tuple[str, int]
 
 
-class _Metadata:
-    """The reader's admin client, never asked: the reads are stubbed at mirror.kafka.offsets."""
+class _Reader:
+    """The reader's consumers, never asked: the reads are stubbed at mirror.kafka.offsets."""
 
     def list_topics(self, **_: object) -> None:
+        return None
+
+    def close(self) -> None:
         return None
 
 
 @pytest.fixture
 def reader(monkeypatch: pytest.MonkeyPatch) -> LagReader:
-    monkeypatch.setattr(progress, "admin_client", lambda _conf: _Metadata())
-    monkeypatch.setattr(progress, "consumer", lambda _conf: object())
+    monkeypatch.setattr(progress, "committed_reader", lambda _conf, _group: _Reader())
     return LagReader(flow_a_to_b(["orders"]))
 
 
 def answering(
     monkeypatch: pytest.MonkeyPatch, ends: dict[Partition, int], positions: dict[Partition, int]
 ) -> None:
-    monkeypatch.setattr(progress, "last_stable_offsets", lambda _admin, parts: {p: ends[p] for p in parts})
+    monkeypatch.setattr(progress, "stable_ends", lambda _consumer, parts: {p: ends[p] for p in parts})
 
     def committed(_consumer: object, parts: Iterable[Partition]) -> dict[Partition, int]:
         return {p: positions[p] for p in parts if p in positions}
@@ -88,7 +90,7 @@ def test_a_read_still_waiting_on_a_dead_leader_tells_a_cluster_that_answers_in_p
     lines: list[str] = []
     silence = Silence("A->B", "source", "A", SOURCE_LATE_SECONDS, lines.append)
 
-    def waiting(_admin: object, _parts: Iterable[Partition]) -> dict[Partition, int]:
+    def waiting(_consumer: object, _parts: Iterable[Partition]) -> dict[Partition, int]:
         assert reader.source_unanswered_since is not None
         later = reader.source_unanswered_since + SOURCE_LATE_SECONDS + 1
         silence.check(
@@ -99,7 +101,7 @@ def test_a_read_still_waiting_on_a_dead_leader_tells_a_cluster_that_answers_in_p
         )
         raise KafkaClientError("listing partition offsets: orders-0's leader gave no offset")
 
-    monkeypatch.setattr(progress, "last_stable_offsets", waiting)
+    monkeypatch.setattr(progress, "stable_ends", waiting)
     reader.refresh(lambda: [("orders", 0)], copied={("orders", 0)})
     assert len(lines) == 1, lines
     assert "answers, but not for every partition" in lines[0], lines[0]
@@ -115,15 +117,15 @@ def test_a_read_whose_topic_listing_answered_tells_a_cluster_that_answers_in_par
         def list_topics(self, **_: object) -> None:
             raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
 
-    reader._source_admin = _Stalled()  # type: ignore[assignment]
+    reader._source_ends = _Stalled()  # type: ignore[assignment]
     answering(monkeypatch, {}, {})
     said: list[bool] = []
 
-    def waiting(_admin: object, _parts: Iterable[Partition]) -> dict[Partition, int]:
+    def waiting(_consumer: object, _parts: Iterable[Partition]) -> dict[Partition, int]:
         said.append(reader.source_answers_in_part)
         raise KafkaClientError("listing partition offsets: no answer in time")
 
-    monkeypatch.setattr(progress, "last_stable_offsets", waiting)
+    monkeypatch.setattr(progress, "stable_ends", waiting)
     reader.refresh(lambda: [("orders", 0)], copied={("orders", 0)})
     assert said == [True] and reader.source_answers_in_part
 
@@ -138,11 +140,11 @@ def test_a_silence_of_some_partitions_lasts_across_reads_whose_topic_listing_ans
     reader: LagReader, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A broker lost for minutes: every read lists the topics, then waits on its partitions' ends.
-    def failing(_admin: object, _parts: Iterable[Partition]) -> dict[Partition, int]:
+    def failing(_consumer: object, _parts: Iterable[Partition]) -> dict[Partition, int]:
         raise KafkaClientError("listing partition offsets: orders-0's leader gave no offset")
 
     answering(monkeypatch, {}, {})
-    monkeypatch.setattr(progress, "last_stable_offsets", failing)
+    monkeypatch.setattr(progress, "stable_ends", failing)
     reader.refresh(lambda: [("orders", 0)], copied={("orders", 0)})
     since = reader.source_unanswered_since
     assert since is not None and reader.source_answers_in_part

@@ -14,7 +14,12 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirror.errors import MirrorError
-from mirror.kafka.offsets import ask_last_stable_offsets, committed_with_metadata, last_stable_offsets
+from mirror.kafka.offsets import (
+    ask_last_stable_offsets,
+    committed_with_metadata,
+    last_stable_offsets,
+    stable_ends,
+)
 from tests.unit.futures import done
 
 PARTITIONS = [(f"topic-{t:03d}", p) for t in range(250) for p in range(10)]  # 2,500
@@ -48,6 +53,34 @@ class PositionsReader:
         return [TopicPartition(tp.topic, tp.partition, tp.partition, metadata="m") for tp in request]
 
 
+class EndsReader:
+    """A read_committed consumer's offsets_for_times: each partition's end is its number times 7,
+    except those named in `unanswered`, which come back with no offset (-1, a leader that did not
+    answer); records each call's size."""
+
+    def __init__(self, unanswered: frozenset[tuple[str, int]] = frozenset()) -> None:
+        self.requests: list[int] = []
+        self.timeouts: list[float] = []
+        self.metadata_asked: list[str] = []
+        self._unanswered = unanswered
+
+    def offsets_for_times(self, request: list[TopicPartition], timeout: float) -> list[TopicPartition]:
+        self.requests.append(len(request))
+        self.timeouts.append(timeout)
+        assert all(tp.offset == -1 for tp in request), "asked for anything but the end"
+        return [
+            TopicPartition(
+                tp.topic,
+                tp.partition,
+                -1 if (tp.topic, tp.partition) in self._unanswered else tp.partition * 7,
+            )
+            for tp in request
+        ]
+
+    def list_topics(self, topic: str, timeout: float) -> None:
+        self.metadata_asked.append(topic)
+
+
 def test_the_ends_of_thousands_of_partitions_are_asked_in_small_requests_and_all_answered() -> None:
     admin = EndsAdmin()
     ends = last_stable_offsets(cast(AdminClient, admin), PARTITIONS)
@@ -79,3 +112,22 @@ def test_a_read_in_many_requests_waits_no_longer_in_all_than_one_request_may(
     with pytest.raises(MirrorError, match="reading committed positions: Local: Timed out"):
         committed_with_metadata(cast(Consumer, reader), PARTITIONS[:1000])
     assert reader.timeouts == [30.0, 18.0, 6.0]
+
+
+def test_ends_read_through_a_consumer_are_asked_in_small_lists_and_all_answered() -> None:
+    reader = EndsReader()
+    ends = stable_ends(cast(Consumer, reader), PARTITIONS)
+    assert ends == {(t, p): p * 7 for t, p in PARTITIONS}
+    assert reader.requests == [250] * 10
+
+
+def test_an_end_its_leader_did_not_answer_is_no_end_and_the_topics_metadata_is_asked_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [0.0]  # retrying asks again for 30 s: on a clock its pauses move
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(time, "sleep", lambda seconds: clock.__setitem__(0, clock[0] + seconds))
+    reader = EndsReader(unanswered=frozenset({("topic-001", 3)}))
+    with pytest.raises(MirrorError, match="topic-001-3's leader gave no offset"):
+        stable_ends(cast(Consumer, reader), PARTITIONS[:30])
+    assert "topic-001" in reader.metadata_asked
