@@ -68,11 +68,19 @@ class SplitReader:
         if len(self.consumers) == 1:
             positions: list[TopicPartition] = self.consumers[0].position(list(partitions))
             return positions
-        found: dict[tuple[str, int], TopicPartition] = {}
-        for consumer, own in zip(self.consumers, self._split(partitions), strict=True):
-            if own:
-                found.update(((tp.topic, tp.partition), tp) for tp in consumer.position(own))
-        return [found[(tp.topic, tp.partition)] for tp in partitions]
+        # Each answer goes back to the index it was asked at: no map keyed by (topic, partition)
+        # over thousands of partitions at every commit.
+        owner = self._owner
+        split: list[list[int]] = [[] for _ in self.consumers]
+        for index, tp in enumerate(partitions):
+            split[owner.get((tp.topic, tp.partition), 0)].append(index)
+        answered = list(partitions)  # every index is asked of exactly one consumer, and replaced
+        for consumer, indexes in zip(self.consumers, split, strict=True):
+            if indexes:
+                own = consumer.position([partitions[i] for i in indexes])
+                for index, tp in zip(indexes, own, strict=True):
+                    answered[index] = tp
+        return answered
 
     def fetched_end(self, topic: str, partition: int) -> int:
         """The partition's end as its last fetch answer told it (librdkafka's cache, no request;
