@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirror.errors import MirrorError
@@ -56,26 +56,38 @@ class PositionsReader:
 class EndsReader:
     """A read_committed consumer's offsets_for_times: each partition's end is its number times 7,
     except those named in `unanswered`, which come back with no offset (-1, a leader that did not
-    answer); records each call's size."""
+    answer), and those in `failed`, which come back with that error (librdkafka sets a partition's
+    error when it found no leader for it); records each call's size and timeout, and each call
+    moves `clock` on by `seconds_per_call`."""
 
-    def __init__(self, unanswered: frozenset[tuple[str, int]] = frozenset()) -> None:
+    def __init__(
+        self,
+        unanswered: frozenset[tuple[str, int]] = frozenset(),
+        failed: Mapping[tuple[str, int], KafkaError] | None = None,
+        clock: list[float] | None = None,
+        seconds_per_call: float = 0.0,
+    ) -> None:
         self.requests: list[int] = []
         self.timeouts: list[float] = []
         self.metadata_asked: list[str] = []
         self._unanswered = unanswered
+        self._failed = failed or {}
+        self._clock, self._seconds = clock, seconds_per_call
 
-    def offsets_for_times(self, request: list[TopicPartition], timeout: float) -> list[TopicPartition]:
+    def offsets_for_times(self, request: list[TopicPartition], timeout: float) -> list[Any]:
         self.requests.append(len(request))
         self.timeouts.append(timeout)
+        if self._clock is not None:
+            self._clock[0] += self._seconds
         assert all(tp.offset == -1 for tp in request), "asked for anything but the end"
-        return [
-            TopicPartition(
-                tp.topic,
-                tp.partition,
-                -1 if (tp.topic, tp.partition) in self._unanswered else tp.partition * 7,
-            )
-            for tp in request
-        ]
+        return [self._answer(tp.topic, tp.partition) for tp in request]
+
+    def _answer(self, topic: str, partition: int) -> Any:
+        error = self._failed.get((topic, partition))
+        if error is not None:
+            return SimpleNamespace(topic=topic, partition=partition, offset=-1001, error=error)
+        offset = -1 if (topic, partition) in self._unanswered else partition * 7
+        return TopicPartition(topic, partition, offset)
 
     def list_topics(self, topic: str, timeout: float) -> None:
         self.metadata_asked.append(topic)
@@ -131,3 +143,30 @@ def test_an_end_its_leader_did_not_answer_is_no_end_and_the_topics_metadata_is_a
     with pytest.raises(MirrorError, match="topic-001-3's leader gave no offset"):
         stable_ends(cast(Consumer, reader), PARTITIONS[:30])
     assert "topic-001" in reader.metadata_asked
+
+
+def test_an_end_answered_with_an_error_fails_the_read_naming_its_partition(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [0.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(time, "sleep", lambda seconds: clock.__setitem__(0, clock[0] + seconds))
+    reader = EndsReader(failed={("topic-002", 4): KafkaError(KafkaError.LEADER_NOT_AVAILABLE)})
+    with pytest.raises(MirrorError, match="topic-002-4"):
+        stable_ends(cast(Consumer, reader), PARTITIONS[:30])
+    assert len(reader.requests) > 1, "a leader not available yet is asked again before it fails"
+    assert "topic-002" in reader.metadata_asked
+
+
+def test_the_calls_of_one_read_share_one_deadline_and_running_out_fails_the_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [0.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(time, "sleep", lambda seconds: clock.__setitem__(0, clock[0] + seconds))
+    reader = EndsReader(clock=clock, seconds_per_call=8.0)  # 10 calls a read: 80 s, past the 30 s bound
+    with pytest.raises(MirrorError):
+        stable_ends(cast(Consumer, reader), PARTITIONS)
+    # Each call of a read is given what is left of the same 30 s, never 30 s of its own.
+    first_read = reader.timeouts[:4]
+    assert first_read == [30.0, 22.0, 14.0, 6.0], reader.timeouts
