@@ -23,6 +23,7 @@ from mirror.kafka.aiokafka_terms import kafka_error
 from mirror.kafka.produced import Produced, fill_batch
 
 PLACED_KEYS = 1 << 16  # keys whose partition is remembered
+_NO_OFFSET = "the target acknowledged the batch without its offset (duplicate sequence number)"
 
 # (records, the error that failed them or None, the first one's offset when delivered)
 Report = Callable[[Sequence[Produced], KafkaError | None, int], None]
@@ -218,5 +219,12 @@ class PartitionSender:
             self._report(records, KafkaError(KafkaError._PURGE_QUEUE, "purged"), -1)
         elif outcome.exception() is not None:
             self._report(records, kafka_error(outcome.exception()), -1)  # type: ignore[arg-type]
+        elif (base := outcome.result().offset) < 0:  # type: ignore[attr-defined]
+            # aiokafka takes a DUPLICATE_SEQUENCE_NUMBER answer for success and resolves the batch
+            # with the broker's offset, -1: written, but where is unknown. Reported as offsets -1,
+            # 0, 1... they would feed the offset syncs and the re-created-topic check; as a delivery
+            # error the transaction aborts and its records are copied again from the committed
+            # position.
+            self._report(records, KafkaError(KafkaError.DUPLICATE_SEQUENCE_NUMBER, _NO_OFFSET), -1)
         else:
-            self._report(records, None, outcome.result().offset)  # type: ignore[attr-defined]
+            self._report(records, None, base)

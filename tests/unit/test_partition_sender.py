@@ -151,6 +151,22 @@ def test_a_batch_appended_at_once_that_fails_reports_its_records_failed() -> Non
     asyncio.run(run())
 
 
+def test_a_batch_acknowledged_without_its_offset_reports_its_records_failed_not_at_made_up_offsets() -> None:
+    """aiokafka resolves a batch the broker answered DUPLICATE_SEQUENCE_NUMBER with offset -1."""
+
+    async def run() -> None:
+        sender, producer, reported = _sender()
+        producer._txn_manager.begin_transaction()
+        await sender.send([_record(0, b"a"), _record(0, b"b"), _record(0, b"c")])
+        _drain_and_answer(producer, 0, -1)
+        await sender.answered()
+        assert [(value, offset) for value, _, offset in reported] == [(b"a", -1), (b"b", -1), (b"c", -1)]
+        codes = {error.code() for _, error, _ in reported if error is not None}
+        assert codes == {KafkaError.DUPLICATE_SEQUENCE_NUMBER}, reported
+
+    asyncio.run(run())
+
+
 def test_without_a_transaction_an_idempotent_producer_takes_the_batch_at_once_too() -> None:
     async def run() -> None:
         sender, producer, reported = _sender(transactional_id=None)
