@@ -25,6 +25,16 @@ from tests.unit.futures import done
 PARTITIONS = [(f"topic-{t:03d}", p) for t in range(250) for p in range(10)]  # 2,500
 
 
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """time.monotonic on a clock that only sleeps move (and a stub may): retrying asks again for
+    30 s, which then takes no time."""
+    now = [0.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(time, "sleep", lambda seconds: now.__setitem__(0, now[0] + seconds))
+    return now
+
+
 class EndsAdmin:
     """Answers each partition's end (its partition number times 7), recording each request's size."""
 
@@ -134,23 +144,15 @@ def test_ends_read_through_a_consumer_are_asked_in_small_lists_and_all_answered(
 
 
 def test_an_end_its_leader_did_not_answer_is_no_end_and_the_topics_metadata_is_asked_again(
-    monkeypatch: pytest.MonkeyPatch,
+    clock: list[float],
 ) -> None:
-    clock = [0.0]  # retrying asks again for 30 s: on a clock its pauses move
-    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(time, "sleep", lambda seconds: clock.__setitem__(0, clock[0] + seconds))
     reader = EndsReader(unanswered=frozenset({("topic-001", 3)}))
     with pytest.raises(MirrorError, match="topic-001-3's leader gave no offset"):
         stable_ends(cast(Consumer, reader), PARTITIONS[:30])
     assert "topic-001" in reader.metadata_asked
 
 
-def test_an_end_answered_with_an_error_fails_the_read_naming_its_partition(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    clock = [0.0]
-    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(time, "sleep", lambda seconds: clock.__setitem__(0, clock[0] + seconds))
+def test_an_end_answered_with_an_error_fails_the_read_naming_its_partition(clock: list[float]) -> None:
     reader = EndsReader(failed={("topic-002", 4): KafkaError(KafkaError.LEADER_NOT_AVAILABLE)})
     with pytest.raises(MirrorError, match="topic-002-4"):
         stable_ends(cast(Consumer, reader), PARTITIONS[:30])
@@ -159,11 +161,8 @@ def test_an_end_answered_with_an_error_fails_the_read_naming_its_partition(
 
 
 def test_the_calls_of_one_read_share_one_deadline_and_running_out_fails_the_read(
-    monkeypatch: pytest.MonkeyPatch,
+    clock: list[float],
 ) -> None:
-    clock = [0.0]
-    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(time, "sleep", lambda seconds: clock.__setitem__(0, clock[0] + seconds))
     reader = EndsReader(clock=clock, seconds_per_call=8.0)  # 10 calls a read: 80 s, past the 30 s bound
     with pytest.raises(MirrorError):
         stable_ends(cast(Consumer, reader), PARTITIONS)
