@@ -79,26 +79,36 @@ def _list_offsets(
             # its partitions with no offset (-1001) instead of an error: no answer, never "0".
             unanswered = sorted(tp for tp, offset in offsets.items() if offset < 0)
             if unanswered:
-                topic, partition = unanswered[0]
-                raise KafkaException(
-                    KafkaError(
-                        KafkaError.LEADER_NOT_AVAILABLE, f"{topic}-{partition}'s leader gave no offset"
-                    )
-                )
+                raise _no_offset(*unanswered[0])
             return offsets
         except KafkaException as exc:
-            if error_code(exc) in STALE_LEADER_CODES | {KafkaError.LEADER_NOT_AVAILABLE}:
-                # After a broker restart librdkafka (2.16) keeps sending the leader epoch it cached
-                # before, and ListOffsets does not refresh it: the broker refuses until the client
-                # asks for the topics' metadata again (else only the 5-minute refresh mends it).
-                # The same for a leader that died: the cached one is asked until metadata is.
-                with contextlib.suppress(KafkaException):  # the original error is the one to report
-                    for topic in {tp.topic for tp in request}:
-                        admin.list_topics(topic=topic, timeout=TIMEOUT_SECONDS)
+            _refresh_leaders(admin, exc, request)
             raise
 
     # Partitions just created or moving have no leader for a moment (NOT_LEADER_FOR_PARTITION).
     return retrying(ask, doing="listing partition offsets")
+
+
+def _no_offset(topic: str, partition: int) -> KafkaException:
+    return KafkaException(
+        KafkaError(KafkaError.LEADER_NOT_AVAILABLE, f"{topic}-{partition}'s leader gave no offset")
+    )
+
+
+def _refresh_leaders(
+    client: AdminClient | Consumer, exc: KafkaException, request: Iterable[TopicPartition]
+) -> None:
+    """After a refusal naming a stale or lost leader, ask for the topics' metadata again.
+
+    After a broker restart librdkafka (2.16) keeps sending the leader epoch it cached before, and
+    ListOffsets does not refresh it: the broker refuses until the client asks for the topics'
+    metadata again (else only the 5-minute refresh mends it). The same for a leader that died: the
+    cached one is asked until metadata is."""
+    if error_code(exc) not in STALE_LEADER_CODES | {KafkaError.LEADER_NOT_AVAILABLE}:
+        return
+    with contextlib.suppress(KafkaException):  # the original error is the one to report
+        for topic in {tp.topic for tp in request}:
+            client.list_topics(topic=topic, timeout=TIMEOUT_SECONDS)
 
 
 def last_stable_offsets(admin: AdminClient, partitions: Iterable[Partition]) -> dict[Partition, int]:
@@ -129,20 +139,10 @@ def stable_ends(consumer: Consumer, partitions: Iterable[Partition]) -> dict[Par
                     if tp.error is not None:
                         raise partition_error(tp.error, tp.topic, tp.partition)
                     if tp.offset < 0:  # no answer from its leader: never read as "0"
-                        raise KafkaException(
-                            KafkaError(
-                                KafkaError.LEADER_NOT_AVAILABLE,
-                                f"{tp.topic}-{tp.partition}'s leader gave no offset",
-                            )
-                        )
+                        raise _no_offset(tp.topic, tp.partition)
                     ends[(tp.topic, tp.partition)] = tp.offset
         except KafkaException as exc:
-            if error_code(exc) in STALE_LEADER_CODES | {KafkaError.LEADER_NOT_AVAILABLE}:
-                # As for the admin client's (_list_offsets): only asking for the topics' metadata
-                # again mends a leader epoch cached before a restart, or a dead leader.
-                with contextlib.suppress(KafkaException):
-                    for topic in {tp.topic for tp in request}:
-                        consumer.list_topics(topic=topic, timeout=TIMEOUT_SECONDS)
+            _refresh_leaders(consumer, exc, request)
             raise
         return ends
 
