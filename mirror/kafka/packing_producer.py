@@ -76,6 +76,7 @@ class PackingProducer:
         self._pending: list[Produced] = []  # produced, not yet handed to the loop
         self._reports: deque[tuple[Sequence[Produced], KafkaError | None, int]] = deque()
         self._outstanding = 0  # handed to the loop, not yet reported
+        self._unsettled = 0  # reported on the loop, not yet taken off _outstanding
         self._settled = threading.Condition()
         self._broken: KafkaError | None = None  # unusable for anything: stuck, closed, failed fatally
         # A delivery failed: no transactional call may follow (the task reads the failure from the
@@ -327,8 +328,17 @@ class PackingProducer:
             # the task through the delivery reports and is named there.
             self._failed = KafkaError(error.code(), f"a delivery failed: {error.str()}", fatal=True)
         self._reports.append((records, error, base))
+        # A 10,000-partition commit is answered a batch, so a report, per partition: taking the
+        # lock and waking the caller's thread for each held the GIL against the loop thousands of
+        # times a commit. The caller is woken once for every report of one turn of the loop.
+        if self._unsettled == 0:
+            self._loop.call_soon(self._settle)
+        self._unsettled += len(records)
+
+    def _settle(self) -> None:
+        settled, self._unsettled = self._unsettled, 0
         with self._settled:
-            self._outstanding -= len(records)
+            self._outstanding -= settled
             self._settled.notify_all()
 
 

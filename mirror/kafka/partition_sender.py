@@ -66,8 +66,15 @@ class PartitionSender:
         known: dict[str, list[int]] = {}  # partitions per topic, for records placed by key
         for record in records:
             if record.partition < 0:
+                # The offsets records, one per moved partition at every commit: only a topic not
+                # yet asked about in this chunk awaits anything, not a coroutine per record.
                 try:
-                    record.partition = await self._by_key(record, known)
+                    partitions = known.get(record.topic)
+                    if partitions is None:
+                        partitions = known[record.topic] = sorted(
+                            await self._producer.partitions_for(record.topic)
+                        )
+                    record.partition = self._by_key(record, partitions)
                 except Exception as exc:  # noqa: BLE001 - reported as its delivery error
                     self._report([record], kafka_error(exc), -1)
                     continue
@@ -172,10 +179,8 @@ class PartitionSender:
         if left and not ended.cancelled():
             self._report(left, kafka_error(ended.exception()), -1)  # type: ignore[arg-type]
 
-    async def _by_key(self, record: Produced, known: dict[str, list[int]]) -> int:
-        if record.topic not in known:
-            known[record.topic] = sorted(await self._producer.partitions_for(record.topic))
-        partitions = known[record.topic]
+    def _by_key(self, record: Produced, partitions: list[int]) -> int:
+        """The partition of `partitions` (its topic's, sorted) the record's key places it in."""
         if record.key is None:  # a partition at random
             return int(self._partition(None, partitions, partitions))
         # The offsets topic's keys come back every commit, one per moved partition, and murmur2
