@@ -37,6 +37,7 @@ from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from mirror.errors import ProducerStuckError
+from mirror.kafka import aiokafka_codecs
 from mirror.kafka.aiokafka_terms import kafka_error
 from mirror.kafka.event_loop import process_loop
 from mirror.kafka.partition_sender import PartitionSender
@@ -250,6 +251,7 @@ class PackingProducer:
     async def _start(
         self, options: dict[str, Any], transactional_id: str | None, topics: Collection[str]
     ) -> None:
+        aiokafka_codecs.install()  # here, on the process's one loop thread: never two at once
         producer = AIOKafkaProducer(
             **options,
             # The chunks handed over are the linger: a batch waits for nothing once appended.
