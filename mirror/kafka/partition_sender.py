@@ -20,6 +20,7 @@ from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import KafkaError
 
 from mirror.kafka.aiokafka_terms import kafka_error
+from mirror.kafka.partition_batch import PartitionBatch, RecordsBuilder
 from mirror.kafka.produced import Produced, fill_batch
 
 PLACED_KEYS = 1 << 16  # keys whose partition is remembered
@@ -44,7 +45,11 @@ class PartitionSender:
         # the records it has yet to take.
         self._chains: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._waiting: dict[tuple[str, int], list[Produced]] = {}
-        self._delivering: set[asyncio.Future[object]] = set()  # batches appended, not yet answered
+        self._delivering: set[asyncio.Future[object]] = set()  # chains' batches not yet answered
+        self._loop = asyncio.get_running_loop()
+        self._partitions: dict[tuple[str, int], AioTopicPartition] = {}
+        self._unanswered = 0  # batches appended at once (PartitionBatch), not yet answered
+        self._all_answered: asyncio.Future[None] | None = None  # what answered() waits on for them
 
     async def track(self, topics: Collection[str]) -> None:
         """The topics it will write, in one metadata request now: else each chunk that brings new
@@ -120,29 +125,60 @@ class PartitionSender:
         transaction: each came through a task of its own and two coroutines (send_batch,
         add_batch), and a shield over its future. Without them the loop's CPU per one-record
         batch fell from 60 to 37 us (measured offline on aiokafka's accumulator, handlers and
-        encoders, 2,500 partitions, no sockets). The same
-        _append_batch that add_batch calls adds the partition to the transaction; the sender
-        numbers the batch when it drains it, as before."""
-        tp = AioTopicPartition(*key)
-        if self._producer._message_accumulator._batches.get(tp):
-            return records  # a batch still queued: the chain waits for it to drain, in order
+        encoders, 2,500 partitions, no sockets); a PartitionBatch, which reports its outcome
+        itself, takes it lower still. What _append_batch does for add_batch is done here: the
+        partition joins the transaction, the batch is queued and the sender woken; the sender
+        numbers the batch when it drains it, as any other."""
+        accumulator = self._producer._message_accumulator
+        tp = self._partitions.get(key)
+        if tp is None:
+            tp = self._partitions[key] = AioTopicPartition(*key)
+        queued = accumulator._batches.get(tp)
+        if queued:
+            # A batch still queued (not yet in a request) takes them while it is open, as aiokafka
+            # fills its own: a thin transaction comes in two hand-overs (CHUNK_RECORDS), and a
+            # partition with records in both took a chain and a second batch. A batch closed (by
+            # the commit's flush, or sent and queued again) or not ours is followed by a chain,
+            # which waits for it to drain, in order.
+            last = queued[-1]
+            if type(last) is PartitionBatch and not last.closed():
+                return records[last.take(records) :]
+            return records
+        transactions = self._producer._txn_manager
+        transactional = transactions is not None and transactions.transactional_id is not None
         try:
-            batch, end = fill_batch(self._producer.create_batch(), records, 0)
+            builder = RecordsBuilder(accumulator._compression_type, transactional, accumulator._batch_size)
+            end = builder.fill(records)
         except Exception:  # noqa: BLE001 - the chain meets it again and reports it
             return records
         if end == 0:
             return records
         try:
-            delivered = self._producer._message_accumulator._append_batch(batch, tp).future
+            if transactions is not None:
+                transactions.maybe_add_partition_to_txn(tp)
+            batch = PartitionBatch(
+                tp,
+                builder,
+                accumulator._batch_ttl,
+                self._loop,
+                records=records[:end],
+                on_answer=self._answered,
+            )
+            accumulator._batches[tp].append(batch)
+            if not accumulator._waiter_future.done():
+                accumulator._waiter_future.set_result(None)
         except Exception:  # noqa: BLE001 - raised here it would end the producer's worker; the chain reports it
             return records
-        self._delivering.add(delivered)
-        delivered.add_done_callback(functools.partial(self._appended_done, records[:end]))
+        self._unanswered += 1
         return records[end:]
 
-    def _appended_done(self, records: list[Produced], outcome: asyncio.Future[object]) -> None:
-        self._batch_done(outcome, records)
-        self._delivering.discard(outcome)  # after the reports: answered() returns once they are in
+    def _answered(self, records: Sequence[Produced], error: BaseException | None, base: int) -> None:
+        """A PartitionBatch's outcome, once."""
+        self._unanswered -= 1
+        self._outcome(records, error, base)
+        waiting = self._all_answered
+        if self._unanswered == 0 and waiting is not None and not waiting.done():
+            waiting.set_result(None)  # after the reports: answered() returns once they are in
 
     async def appended(self) -> None:
         """Every record handed over so far is in aiokafka's accumulator (or reported failed):
@@ -152,6 +188,10 @@ class PartitionSender:
 
     async def answered(self) -> None:
         """Every batch appended so far has its answer (and its records their reports)."""
+        if self._unanswered:
+            if self._all_answered is None or self._all_answered.done():  # done: an earlier commit's
+                self._all_answered = self._loop.create_future()
+            await asyncio.shield(self._all_answered)  # a caller giving up leaves it for the next
         if self._delivering:
             await asyncio.wait(list(self._delivering))
 
@@ -215,16 +255,23 @@ class PartitionSender:
             except Exception as exc:  # noqa: BLE001 - reported as the records' delivery error
                 self._report(chunk, kafka_error(exc), -1)
                 continue
-            delivered.add_done_callback(lambda outcome, chunk=chunk: self._batch_done(outcome, chunk))
-            self._delivering.add(delivered)  # after _batch_done: it has run by the time this goes
+            delivered.add_done_callback(lambda outcome, chunk=chunk: self._delivered(outcome, chunk))
+            self._delivering.add(delivered)  # after _delivered: it has run by the time this goes
             delivered.add_done_callback(self._delivering.discard)
 
-    def _batch_done(self, outcome: asyncio.Future[object], records: list[Produced]) -> None:
+    def _delivered(self, outcome: asyncio.Future[object], records: list[Produced]) -> None:
+        """A chain's batch answered (aiokafka's own batch, through its future)."""
         if outcome.cancelled():
             self._report(records, KafkaError(KafkaError._PURGE_QUEUE, "purged"), -1)
-        elif outcome.exception() is not None:
-            self._report(records, kafka_error(outcome.exception()), -1)  # type: ignore[arg-type]
-        elif (base := outcome.result().offset) < 0:  # type: ignore[attr-defined]
+        elif (error := outcome.exception()) is not None:
+            self._outcome(records, error, -1)
+        else:
+            self._outcome(records, None, outcome.result().offset)  # type: ignore[attr-defined]
+
+    def _outcome(self, records: Sequence[Produced], error: BaseException | None, base: int) -> None:
+        if error is not None:
+            self._report(records, kafka_error(error), -1)
+        elif base < 0:
             # aiokafka takes a DUPLICATE_SEQUENCE_NUMBER answer for success and resolves the batch
             # with the broker's offset, -1: written, but where is unknown. Reported as offsets -1,
             # 0, 1... they would feed the offset syncs and the re-created-topic check; as a delivery

@@ -6,6 +6,7 @@ is queued when, and in which order the records come back reported."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,11 +15,12 @@ from aiokafka.errors import KafkaConnectionError
 from aiokafka.producer.message_accumulator import MessageAccumulator
 from aiokafka.producer.producer import AIOKafkaProducer
 from aiokafka.producer.transaction_manager import TransactionManager
+from aiokafka.record.default_records import DefaultRecordBatch
 from aiokafka.structs import PartitionMetadata, TopicPartition
 from confluent_kafka import KafkaError
 
 from mirror.kafka.partition_sender import PartitionSender
-from mirror.kafka.produced import Produced
+from mirror.kafka.produced import Produced, fill_batch
 
 TOPIC = "t"
 
@@ -103,11 +105,40 @@ def test_a_partition_with_nothing_queued_takes_its_batch_at_once_and_joins_the_t
     asyncio.run(run())
 
 
-def test_records_for_a_partition_whose_batch_is_still_queued_follow_it_in_a_batch_of_their_own() -> None:
+def test_records_for_a_partition_whose_batch_is_still_queued_join_it_until_it_is_drained() -> None:
     async def run() -> None:
         sender, producer, reported = _sender()
         producer._txn_manager.begin_transaction()
         await sender.send([_record(0, b"first")])
+        await sender.send([_record(0, b"second"), _record(1, b"other")])
+        assert sender._chains == {}
+        tp = TopicPartition(TOPIC, 0)
+        assert [batch.record_count for batch in producer._message_accumulator._batches[tp]] == [2]
+        _drain_and_answer(producer, 0, 100)
+        await sender.send([_record(0, b"third")])  # drained: a batch of its own, at once
+        assert sender._chains == {}
+        _drain_and_answer(producer, 0, 102)
+        _drain_and_answer(producer, 1, 7)
+        await sender.answered()
+        assert reported == [
+            (b"first", None, 100),
+            (b"second", None, 101),
+            (b"third", None, 102),
+            (b"other", None, 7),
+        ]
+        assert producer._txn_manager.sequence_number(tp) == 3
+
+    asyncio.run(run())
+
+
+def test_records_for_a_partition_whose_queued_batch_is_closed_follow_it_in_a_batch_of_their_own() -> None:
+    async def run() -> None:
+        sender, producer, reported = _sender()
+        producer._txn_manager.begin_transaction()
+        await sender.send([_record(0, b"first")])
+        producer._message_accumulator._batches[TopicPartition(TOPIC, 0)][
+            0
+        ]._builder.close()  # as a commit's flush does
         await sender.send([_record(0, b"second")])
         await sender.send([_record(0, b"third")])  # joins the chain's waiting records
         tp = TopicPartition(TOPIC, 0)
@@ -176,5 +207,76 @@ def test_without_a_transaction_an_idempotent_producer_takes_the_batch_at_once_to
         _drain_and_answer(producer, 0, 5)
         await sender.answered()
         assert reported == [(b"a", None, 5)]
+
+    asyncio.run(run())
+
+
+def test_a_batch_appended_at_once_is_byte_for_byte_the_batch_aiokafka_would_build() -> None:
+    async def run() -> None:
+        sender, producer, _ = _sender()
+        producer._txn_manager.begin_transaction()
+        records = [
+            Produced(TOPIC, 0, b"k", b"v", 1_700_000_000_000, [("h", b"1"), ("n", None)], None),
+            Produced(TOPIC, 0, None, None, 1_700_000_000_005, None, None),
+            Produced(TOPIC, 0, b"k2", b"x" * 300, 1_699_999_999_999, [], None),
+        ]
+        await sender.send(records)
+        ours = _drain_and_answer(producer, 0, 0)
+        theirs, end = fill_batch(producer.create_batch(), records, 0)
+        assert end == 3
+        theirs._set_producer_state(7, 0, 0)  # what the drain numbered ours with
+        assert bytes(ours.get_data_buffer()) == bytes(theirs._build())
+
+    asyncio.run(run())
+
+
+def test_a_batch_failed_after_its_answer_is_reported_once() -> None:
+    """aiokafka's fail_all() fails every batch it still holds as pending, answered or not."""
+
+    async def run() -> None:
+        sender, producer, reported = _sender()
+        producer._txn_manager.begin_transaction()
+        await sender.send([_record(0, b"a"), _record(1, b"b")])
+        _drain_and_answer(producer, 0, 40)  # answered; aiokafka's callback has not run yet
+        producer._message_accumulator._pop_batch(TopicPartition(TOPIC, 1))  # in flight
+        producer._message_accumulator.fail_all(KafkaConnectionError("the sender died"))
+        await sender.answered()
+        assert sorted((value, offset) for value, _, offset in reported) == [(b"a", 40), (b"b", -1)]
+        assert sender._unanswered == 0
+
+    asyncio.run(run())
+
+
+def test_a_batch_sent_again_keeps_the_sequence_numbers_it_was_first_given() -> None:
+    async def run() -> None:
+        sender, producer, reported = _sender()
+        producer._txn_manager.begin_transaction()
+        await sender.send([_record(0, b"a"), _record(0, b"b")])
+        accumulator, tp = producer._message_accumulator, TopicPartition(TOPIC, 0)
+        first = accumulator._pop_batch(tp)
+        sent = bytes(first.get_data_buffer())
+        accumulator.reenqueue(first)  # a retriable error: the sender queues it again
+        again = accumulator._pop_batch(tp)
+        assert again is first
+        assert bytes(again.get_data_buffer()) == sent
+        assert DefaultRecordBatch(sent).base_sequence == 0
+        assert producer._txn_manager.sequence_number(tp) == 2  # counted once, not per send
+        again.done(10)
+        await sender.answered()
+        assert reported == [(b"a", None, 10), (b"b", None, 11)]
+
+    asyncio.run(run())
+
+
+def test_a_commit_that_gave_up_waiting_for_answers_can_wait_again() -> None:
+    async def run() -> None:
+        sender, producer, reported = _sender()
+        producer._txn_manager.begin_transaction()
+        await sender.send([_record(0, b"a")])
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(sender.answered(), 0.01)  # unanswered: wait_for cancels the wait
+        _drain_and_answer(producer, 0, 3)
+        await asyncio.wait_for(sender.answered(), 5)
+        assert reported == [(b"a", None, 3)]
 
     asyncio.run(run())
