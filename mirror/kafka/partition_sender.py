@@ -1,9 +1,10 @@
 """The loop side of mirror.kafka.packing_producer: records into aiokafka's batches, per partition.
 
 Runs on the process's event loop only. Records arrive in chunks, in the order they were produced;
-each partition's go into aiokafka's accumulator in that order: at once while the partition has no
-batch queued there, else through a chain of its own that waits for it. Every batch's outcome is
-reported through the callback the producer gave, from the loop.
+each partition's go into aiokafka's accumulator in that order: at once, into a batch of their own
+(mirror.kafka.partition_batch) or the partition's still queued and open; else through a chain of
+its own that waits for the queued batch to go. Every batch's outcome is reported through the
+callback the producer gave, from the loop.
 """
 
 from __future__ import annotations
