@@ -19,6 +19,7 @@ only with the linger of 0 its producer is built with.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -47,19 +48,19 @@ class RecordsBuilder:
         self._buffer: bytearray | None = None
 
     def fill(self, records: list[Produced]) -> int:
-        """Add as many of `records` as fit, in order; how many the batch holds then."""
+        """Add as many of `records` as fit, in order; how many the batch holds then. A record the
+        C builder refuses raises, and the count still says what it holds: aiokafka numbers the
+        batch's sequence from it."""
         append = self._built.append
-        count = self._count
         for record in records:
             if (
-                append(count, record.timestamp or None, record.key, record.value, record.headers or [])
+                append(self._count, record.timestamp or None, record.key, record.value, record.headers or [])
                 is None
             ):
                 self._closed = True  # full, as aiokafka closes its own
                 break
-            count += 1
-        self._count = count
-        return count
+            self._count += 1
+        return self._count
 
     def set_producer_state(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
         self._built.set_producer_state(producer_id, producer_epoch, base_sequence)
@@ -131,7 +132,11 @@ class PartitionBatch(MessageBatch):  # type: ignore[misc]  # aiokafka is Any to 
         """Add as many of `records` as fit, while it is queued and open; how many. Its sequence
         numbers are given when it is drained, from the count it has then."""
         before = self._builder._count
-        taken = self._builder.fill(records) - before
+        # A record aiokafka cannot encode stops it there: the chain that follows meets it again,
+        # in aiokafka's own builder, and reports it.
+        with contextlib.suppress(Exception):
+            self._builder.fill(records)
+        taken: int = self._builder._count - before
         self.records.extend(records[:taken])
         return taken
 

@@ -280,3 +280,26 @@ def test_a_commit_that_gave_up_waiting_for_answers_can_wait_again() -> None:
         assert reported == [(b"a", None, 3)]
 
     asyncio.run(run())
+
+
+def test_a_record_aiokafka_cannot_encode_stops_a_queued_batch_there_and_only_it_and_those_after_fail() -> (
+    None
+):
+    async def run() -> None:
+        sender, producer, reported = _sender()
+        producer._txn_manager.begin_transaction()
+        await sender.send([_record(0, b"a")])
+        unencodable = Produced(TOPIC, 0, b"k", "not bytes", 0, None, None)  # type: ignore[arg-type]
+        await sender.send([_record(0, b"b"), unencodable, _record(0, b"d")])
+        tp = TopicPartition(TOPIC, 0)
+        queued = producer._message_accumulator._batches[tp]
+        assert [batch.record_count for batch in queued] == [2]  # a and b: what the batch holds
+        _drain_and_answer(producer, 0, 10)
+        await sender.appended()
+        await sender.answered()
+        assert producer._txn_manager.sequence_number(tp) == 2
+        assert [(value, offset) for value, _, offset in reported] == [
+            (b"a", 10), (b"b", 11), ("not bytes", -1), (b"d", -1)
+        ]  # fmt: skip
+
+    asyncio.run(run())
