@@ -41,20 +41,26 @@ WARM_UP = 3
 LEADER = 1
 
 
-class _Client:
+class OfflineClient:
+    """What PartitionSender and the producer's batch calls read of aiokafka's client."""
+
     def __init__(self, cluster: ClusterMetadata) -> None:
         self.cluster = cluster
 
+    async def _wait_on_metadata(self, topic: str) -> set[int]:
+        return self.cluster.partitions_for_topic(topic) or set()
 
-class _Producer:
-    """What PartitionSender calls of an AIOKafkaProducer, over a real accumulator."""
+
+class OfflineProducer:
+    """An AIOKafkaProducer's batch calls over a real accumulator, with no sender or connection
+    (also the stand-in of tests/unit/test_partition_sender.py)."""
 
     create_batch = AIOKafkaProducer.create_batch
     send_batch = AIOKafkaProducer.send_batch
     _partition = AIOKafkaProducer._partition
 
     def __init__(self, accumulator: MessageAccumulator, transactions: TransactionManager) -> None:
-        self.client = _Client(accumulator._cluster)
+        self.client = OfflineClient(accumulator._cluster)
         self._metadata = accumulator._cluster
         self._message_accumulator = accumulator
         self._txn_manager = transactions
@@ -129,7 +135,7 @@ async def _measure(topics: int, partitions: int, transactions_count: int) -> lis
         if error is not None:
             failed.append(error)
 
-    producer: Any = _Producer(accumulator, transactions)
+    producer: Any = OfflineProducer(accumulator, transactions)
     sender = PartitionSender(producer, report)
     sender._tracked = set(cluster._partitions)
     stub = _Sender(transactions)

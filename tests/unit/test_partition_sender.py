@@ -13,46 +13,22 @@ from typing import Any
 from aiokafka.cluster import ClusterMetadata
 from aiokafka.errors import KafkaConnectionError
 from aiokafka.producer.message_accumulator import MessageAccumulator
-from aiokafka.producer.producer import AIOKafkaProducer
 from aiokafka.producer.transaction_manager import TransactionManager
 from aiokafka.record.default_records import DefaultRecordBatch
 from aiokafka.structs import PartitionMetadata, TopicPartition
 from confluent_kafka import KafkaError
 
+from bench.loop_cost import OfflineProducer
 from mirror.kafka.partition_sender import PartitionSender
 from mirror.kafka.produced import Produced, fill_batch
 
 TOPIC = "t"
 
 
-class _Client:
-    def __init__(self, cluster: ClusterMetadata) -> None:
-        self.cluster = cluster
-
-    async def _wait_on_metadata(self, topic: str) -> set[int]:
-        return self.cluster.partitions_for_topic(topic) or set()
-
-
-class _Producer:
-    """An AIOKafkaProducer's batch calls over a real accumulator, with no sender or connection."""
-
-    create_batch = AIOKafkaProducer.create_batch
-    send_batch = AIOKafkaProducer.send_batch
-    _partition = AIOKafkaProducer._partition
-
-    def __init__(self, accumulator: MessageAccumulator, transactions: TransactionManager) -> None:
-        self.client = _Client(accumulator._cluster)
-        self._metadata = accumulator._cluster
-        self._message_accumulator = accumulator
-        self._txn_manager = transactions
-        self._request_timeout_ms = 30_000
-        self._key_serializer = self._value_serializer = None
-
-
 Reported = list[tuple[bytes | None, KafkaError | None, int]]
 
 
-def _sender(transactional_id: str | None = "task:0") -> tuple[PartitionSender, _Producer, Reported]:
+def _sender(transactional_id: str | None = "task:0") -> tuple[PartitionSender, OfflineProducer, Reported]:
     cluster = ClusterMetadata()
     cluster._partitions[TOPIC] = {p: PartitionMetadata(TOPIC, p, 1, [1], [1], None) for p in range(2)}
     transactions = TransactionManager(transactional_id, 60_000)
@@ -60,7 +36,7 @@ def _sender(transactional_id: str | None = "task:0") -> tuple[PartitionSender, _
     accumulator = MessageAccumulator(
         cluster, 512 * 1024, 0, 30.0, txn_manager=transactions, loop=asyncio.get_running_loop()
     )
-    producer = _Producer(accumulator, transactions)
+    producer = OfflineProducer(accumulator, transactions)
     reported: Reported = []
 
     def report(records: Sequence[Produced], error: KafkaError | None, base: int) -> None:
@@ -77,7 +53,7 @@ def _record(partition: int, value: bytes) -> Produced:
     return Produced(TOPIC, partition, b"k", value, 1_700_000_000_000, None, None)
 
 
-def _drain_and_answer(producer: _Producer, partition: int, base_offset: int) -> Any:
+def _drain_and_answer(producer: OfflineProducer, partition: int, base_offset: int) -> Any:
     """What aiokafka's sender does with the partition's first queued batch: number it, then its
     produce response lands."""
     batch = producer._message_accumulator._pop_batch(TopicPartition(TOPIC, partition))
