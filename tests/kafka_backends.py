@@ -60,13 +60,15 @@ class KafkaCluster:
 def local_clusters(aliases: tuple[str, ...], root: Path) -> Iterator[list[KafkaCluster]]:
     libs = kafka_libs()
     specs = [BrokerSpec(alias, root / alias, free_port(), free_port(), AUTHORIZER) for alias in aliases]
-    brokers = start_brokers(specs, libs=libs)
+    # A module's brokers live for minutes: C1 alone (LocalBroker's short_lived).
+    brokers = start_brokers(specs, libs=libs, short_lived=True)
     try:
         yield [KafkaCluster(b.spec.alias, b.bootstrap_servers, libs, b) for b in brokers]
     finally:
-        # Their data is thrown away: SIGKILL, not a controlled shutdown while the machine is busy.
+        # Their data is thrown away: SIGKILL, not a controlled shutdown while the machine is busy
+        # (but for the first brokers on a machine, which write the class archive as they exit).
         for broker in brokers:
-            broker.kill()
+            broker.discard()
 
 
 @contextmanager
@@ -106,6 +108,7 @@ def replicated_clusters(
                 node_overrides=behind_a_proxy(alias),
             ),
             libs,
+            short_lived=True,
         )
         for alias in aliases
     ]
@@ -116,10 +119,10 @@ def replicated_clusters(
             for c in clusters
         ]
     finally:
-        # Their data is thrown away: SIGKILL, not a controlled shutdown of six nodes (about 30 s).
+        # Their data is thrown away: SIGKILL, not a controlled shutdown of six nodes (about 30 s),
+        # but for nodes writing the class archive.
         for cluster in clusters:
-            for broker in cluster.brokers.values():
-                broker.kill()
+            cluster.discard()
 
 
 @contextmanager

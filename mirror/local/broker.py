@@ -18,6 +18,7 @@ from pathlib import Path
 
 from mirror.errors import ClusterUnreachableError, LocalClusterError
 from mirror.kafka.clients import wait_until_reachable
+from mirror.local.class_archive import archive_options, archive_path, writes_archive
 from mirror.local.ports import HOST, port_in_use
 from mirror.local.sasl import SaslUsers
 from mirror.local.tls import TlsFiles
@@ -129,11 +130,16 @@ class BrokerSpec:
 class LocalBroker:
     """Formats, starts, waits for and stops one broker process. Runs on the caller's machine only."""
 
-    def __init__(self, spec: BrokerSpec, libs: Path, *, heap: str = "1g") -> None:
+    def __init__(self, spec: BrokerSpec, libs: Path, *, heap: str = "1g", short_lived: bool = False) -> None:
+        """`short_lived`: a broker that runs for minutes (a test module's) runs on C1 alone: over
+        its start, 40,000 records and a minute idle, C2's compiles cost more than they saved (15.1
+        -> 10.4 CPU-s on 2 cores). Brokers a bench measures against keep C2."""
         self.spec = spec
         self._libs = libs
         self._heap = heap
+        self._short_lived = short_lived
         self._process: subprocess.Popen[bytes] | None = None
+        self._writes_archive = False
 
     @property
     def bootstrap_servers(self) -> str:
@@ -152,11 +158,16 @@ class LocalBroker:
         return java
 
     def _jvm_args(self, *, tool: bool = False) -> list[str]:
-        """`tool`: a run of seconds (StorageTool) on C1 alone, C2's compiles wasted (1.9 -> 1.0 CPU-s)."""
+        """`tool`: a run of seconds (StorageTool) on C1 alone, C2's compiles wasted (1.9 -> 1.0 CPU-s).
+        Both map the class archive of brokers run from these jars (mirror.local.class_archive);
+        only a broker writes it, a tool loading a fraction of the classes."""
         log4j = resources.files("mirror.local") / "log4j2.properties"
+        java = self._java()
+        archive = archive_path("kafka", Path(java), str(self._libs.resolve()))
         return [
-            self._java(),
-            *(["-XX:TieredStopAtLevel=1"] if tool else []),
+            java,
+            *(["-XX:TieredStopAtLevel=1"] if tool or self._short_lived else []),
+            *archive_options(archive, write=not tool),
             f"-Xmx{self._heap}",
             "-XX:+UseG1GC",
             "-Djava.awt.headless=true",
@@ -219,10 +230,12 @@ class LocalBroker:
                 )
         self.write_properties()
         self.format_storage()
+        arguments = self._jvm_args()
+        self._writes_archive = writes_archive(arguments)
         with (self.spec.log_dir / "stdout.log").open("ab") as out:
             self._process = subprocess.Popen(
                 [
-                    *self._jvm_args(),
+                    *arguments,
                     # As kafka-server-start.sh does: a pause in server.log can be told from a GC pause.
                     f"-Xlog:gc:file={self.spec.gc_log}:time,uptime:filecount=2,filesize=5M",
                     "kafka.Kafka",
@@ -271,6 +284,19 @@ class LocalBroker:
             self._process.kill()
             self._process.wait(timeout=30)
             self._process = None
+
+    @property
+    def writes_archive(self) -> bool:
+        """True while this broker writes the class archive as it exits."""
+        return self._writes_archive and self._process is not None
+
+    def discard(self) -> None:
+        """End a broker whose data is thrown away: SIGKILL, unless it is writing the class archive
+        later brokers start from, which it does only as it exits cleanly (SIGTERM)."""
+        if self.writes_archive:
+            self.stop()
+        else:
+            self.kill()
 
     def terminate(self) -> None:
         """SIGTERM without waiting: stop() then waits (several nodes shut down side by side)."""

@@ -72,12 +72,17 @@ def cluster_specs(
 class LocalCluster:
     """The nodes of one cluster: started together, each stoppable, killable and restartable alone."""
 
-    def __init__(self, specs: Sequence[BrokerSpec], libs: Path, *, heap: str | None = None) -> None:
+    def __init__(
+        self, specs: Sequence[BrokerSpec], libs: Path, *, heap: str | None = None, short_lived: bool = False
+    ) -> None:
+        """`short_lived`: nodes that run for minutes, on C1 alone (LocalBroker)."""
         if not specs:
             raise ValueError("a cluster needs at least one node")
         heap = heap or (REPLICATED_HEAP if len(specs) > 1 else SINGLE_HEAP)
         self.alias = specs[0].alias
-        self.brokers = {spec.node_id: LocalBroker(spec, libs, heap=heap) for spec in specs}
+        self.brokers = {
+            spec.node_id: LocalBroker(spec, libs, heap=heap, short_lived=short_lived) for spec in specs
+        }
 
     @property
     def bootstrap_servers(self) -> str:
@@ -124,6 +129,15 @@ class LocalCluster:
             broker.terminate()
         for broker in running:
             broker.stop(timeout_seconds=20)
+
+    def discard(self) -> None:
+        """Every node, its data thrown away (LocalBroker.discard): those writing the class archive
+        are stopped side by side, as stop() does, the others killed."""
+        for broker in self.brokers.values():
+            if broker.writes_archive:
+                broker.terminate()
+        for broker in self.brokers.values():
+            broker.discard()
 
     def kill_broker(self, node_id: int) -> None:
         self.broker(node_id).kill()

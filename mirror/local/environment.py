@@ -29,10 +29,11 @@ _PORT_STRIDE = 10000  # A: 19092/19093 (and 19094/19095, ... for more nodes), B:
 
 
 def start_brokers(
-    specs: Sequence[BrokerSpec], *, libs: Path, timeout_seconds: float = 90.0
+    specs: Sequence[BrokerSpec], *, libs: Path, timeout_seconds: float = 90.0, short_lived: bool = False
 ) -> list[LocalBroker]:
-    """Start every broker, then wait for all; if any fails (or Ctrl-C arrives) stop those started."""
-    brokers = [LocalBroker(spec, libs) for spec in specs]
+    """Start every broker, then wait for all; if any fails (or Ctrl-C arrives) stop those started.
+    `short_lived`: brokers that run for minutes, on C1 alone (LocalBroker)."""
+    brokers = [LocalBroker(spec, libs, short_lived=short_lived) for spec in specs]
     started: list[LocalBroker] = []
     try:
         for broker in brokers:

@@ -66,7 +66,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
         BrokerSpec("S", root / "S", free_port(), free_port(), sasl=users, tls=source_tls),
         BrokerSpec("T", root / "T", free_port(), free_port(), overrides, tls=target_tls),
     ]
-    brokers = start_brokers(specs, libs=kafka_libs())
+    brokers = start_brokers(specs, libs=kafka_libs(), short_lived=True)
     try:
         scram = {
             **source_tls.client_properties(),
@@ -80,7 +80,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
         yield Secured(source, target, authority, target_tls)
     finally:
         for broker in brokers:
-            broker.kill()  # their data is thrown away: no controlled shutdown
+            broker.discard()  # their data is thrown away: no controlled shutdown
 
 
 @pytest.fixture(scope="module")

@@ -57,7 +57,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KafkaClu
     users = SaslUsers(admin_password=f"admin-{uuid.uuid4().hex}", users=PASSWORDS)
     root = tmp_path_factory.mktemp("secured")
     specs = [BrokerSpec(alias, root / alias, free_port(), free_port(), sasl=users) for alias in ("A", "B")]
-    brokers = start_brokers(specs, libs=kafka_libs())
+    brokers = start_brokers(specs, libs=kafka_libs(), short_lived=True)
     try:
         yield tuple(  # type: ignore[misc]
             KafkaCluster(b.spec.alias, b.bootstrap_servers, None, b, users.client_properties())
@@ -65,7 +65,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KafkaClu
         )
     finally:
         for broker in brokers:
-            broker.kill()  # their data is thrown away: no controlled shutdown
+            broker.discard()  # their data is thrown away: no controlled shutdown
 
 
 def sasl_clusters(user: str, password: str | None = None) -> dict[str, dict[str, object]]:
