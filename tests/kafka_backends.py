@@ -17,7 +17,7 @@ from typing import Any
 
 from mirror.local.broker import BrokerSpec, LocalBroker
 from mirror.local.cluster import LocalCluster, NodePorts, cluster_specs, start_clusters
-from mirror.local.environment import start_brokers
+from mirror.local.environment import discard_brokers, start_brokers
 from mirror.local.jars import KAFKA_VERSION, kafka_libs
 from mirror.local.ports import free_port
 from mirror.local.toxiproxy import Proxy, Toxiproxy, wan_listener
@@ -67,8 +67,7 @@ def local_clusters(aliases: tuple[str, ...], root: Path) -> Iterator[list[KafkaC
     finally:
         # Their data is thrown away: SIGKILL, not a controlled shutdown while the machine is busy
         # (but for the first brokers on a machine, which write the class archive as they exit).
-        for broker in brokers:
-            broker.discard()
+        discard_brokers(brokers)
 
 
 @contextmanager

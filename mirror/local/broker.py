@@ -18,7 +18,7 @@ from pathlib import Path
 
 from mirror.errors import ClusterUnreachableError, LocalClusterError
 from mirror.kafka.clients import wait_until_reachable
-from mirror.local.class_archive import archive_options, archive_path, writes_archive
+from mirror.local.class_archive import archive_options, archive_path, jars_identity, writes_archive
 from mirror.local.ports import HOST, port_in_use
 from mirror.local.sasl import SaslUsers
 from mirror.local.tls import TlsFiles
@@ -163,7 +163,7 @@ class LocalBroker:
         only a broker writes it, a tool loading a fraction of the classes."""
         log4j = resources.files("mirror.local") / "log4j2.properties"
         java = self._java()
-        archive = archive_path("kafka", Path(java), str(self._libs.resolve()))
+        archive = archive_path("kafka", Path(java), str(self._libs.resolve()), jars_identity(self._libs))
         return [
             java,
             *(["-XX:TieredStopAtLevel=1"] if tool or self._short_lived else []),
@@ -287,8 +287,8 @@ class LocalBroker:
 
     @property
     def writes_archive(self) -> bool:
-        """True while this broker writes the class archive as it exits."""
-        return self._writes_archive and self._process is not None
+        """True while this broker runs and will write the class archive as it exits."""
+        return self._writes_archive and self._process is not None and self._process.poll() is None
 
     def discard(self) -> None:
         """End a broker whose data is thrown away: SIGKILL, unless it is writing the class archive
@@ -296,7 +296,7 @@ class LocalBroker:
         if self.writes_archive:
             self.stop()
         else:
-            self.kill()
+            self.kill()  # through Popen: a process already reaped is not signalled by its old pid
 
     def terminate(self) -> None:
         """SIGTERM without waiting: stop() then waits (several nodes shut down side by side)."""

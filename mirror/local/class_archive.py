@@ -21,8 +21,12 @@ from pathlib import Path
 from mirror.local.jars import cache_root
 
 _QUIET_CDS = ("-Xlog:cds=off", "-Xlog:cds+dynamic=off")
-# A JVM writes its archive in a second or two as it exits: a part file untouched this long is whole.
+# A JVM writes its archive in a second or two as it exits: a part file untouched this long is done.
 PART_SETTLED_SECONDS = 15.0
+# The first bytes of a dynamic archive (HotSpot's CDS_DYNAMIC_ARCHIVE_MAGIC, little-endian). The
+# JVM writes the header last, so a part without them was cut short (its JVM killed while writing):
+# mapped, the JVM would take it for the base archive, reject it and share no classes at all.
+_DYNAMIC_MAGIC = bytes.fromhex("a8ab0bf0")
 
 
 def java_binary() -> Path | None:
@@ -44,16 +48,30 @@ def archive_path(kind: str, java: Path | None, *runs: str) -> Path | None:
     return cache_root() / "jvm" / f"{kind}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
 
 
+def jars_identity(libs: Path) -> str:
+    """The jars of `libs` as the JVM checks them against an archive (name, size, time): jars
+    replaced at the same path (an upgraded MIRROR_KAFKA_LIBS) key a new archive, not a stale one
+    the JVM would refuse every time."""
+    jars = sorted(libs.glob("*.jar"))
+    return ",".join(f"{jar.name}:{jar.stat().st_size}:{jar.stat().st_mtime_ns}" for jar in jars)
+
+
 def archive_options(archive: Path | None, *, write: bool = True) -> list[str]:
     """Options that map `archive` once it exists; until then, with `write`, options that have this
     JVM write a part of its own as it exits (without, a JVM that loads only some of the classes,
-    such as a short tool run, leaves the archive to a full one)."""
+    such as a short tool run, leaves the archive to a full one). None if the cache cannot be
+    written: an archive only saves time."""
     if archive is None:
         return []
-    archive.parent.mkdir(parents=True, exist_ok=True)
-    _settle(archive)
-    if archive.exists():
-        return [f"-XX:SharedArchiveFile={archive}", "-Xshare:auto", *_QUIET_CDS]
+    try:
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        _settle(archive)
+        if archive.exists() and not _whole(archive):
+            archive.unlink()  # settled by a build before parts were checked
+        if archive.exists():
+            return [f"-XX:SharedArchiveFile={archive}", "-Xshare:auto", *_QUIET_CDS]
+    except OSError:
+        return []
     if not write:
         return []
     part = archive.with_name(f"{archive.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.part")
@@ -73,9 +91,14 @@ def _settle(archive: Path) -> None:
         try:
             if now - part.stat().st_mtime < PART_SETTLED_SECONDS:
                 continue
-            if archive.exists():
+            if archive.exists() or not _whole(part):
                 part.unlink()
             else:
                 part.rename(archive)
         except OSError:
             continue  # another start settled it first
+
+
+def _whole(archive: Path) -> bool:
+    with archive.open("rb") as file:
+        return file.read(len(_DYNAMIC_MAGIC)) == _DYNAMIC_MAGIC

@@ -131,13 +131,14 @@ class LocalCluster:
             broker.stop(timeout_seconds=20)
 
     def discard(self) -> None:
-        """Every node, its data thrown away (LocalBroker.discard): those writing the class archive
-        are stopped side by side, as stop() does, the others killed."""
-        for broker in self.brokers.values():
-            if broker.writes_archive:
-                broker.terminate()
-        for broker in self.brokers.values():
-            broker.discard()
+        """Every node, its data thrown away: killed, unless one writes the class archive
+        (LocalBroker.discard); then all are stopped together, as its controlled shutdown needs
+        the quorum of the others."""
+        if any(broker.writes_archive for broker in self.brokers.values()):
+            self.stop()
+        else:
+            for broker in self.brokers.values():
+                broker.kill()
 
     def kill_broker(self, node_id: int) -> None:
         self.broker(node_id).kill()

@@ -48,6 +48,16 @@ def start_brokers(
     return brokers
 
 
+def discard_brokers(brokers: Sequence[LocalBroker]) -> None:
+    """Single-node clusters whose data is thrown away (LocalBroker.discard): those writing the
+    class archive are sent SIGTERM together, then each is waited for or killed."""
+    for broker in brokers:
+        if broker.writes_archive:
+            broker.terminate()
+    for broker in brokers:
+        broker.discard()
+
+
 @dataclass(frozen=True)
 class BrokerStatus:
     node_id: int

@@ -26,7 +26,7 @@ import yaml
 from mirror.errors import ClusterTlsError, ClusterUnreachableError
 from mirror.kafka.clients import wait_until_reachable
 from mirror.local.broker import BrokerSpec
-from mirror.local.environment import start_brokers
+from mirror.local.environment import discard_brokers, start_brokers
 from mirror.local.jars import kafka_libs
 from mirror.local.ports import free_port
 from mirror.local.sasl import SaslUsers
@@ -79,8 +79,9 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
         )
         yield Secured(source, target, authority, target_tls)
     finally:
-        for broker in brokers:
-            broker.discard()  # their data is thrown away: no controlled shutdown
+        discard_brokers(
+            brokers
+        )  # their data is thrown away: no controlled shutdown, but to write the class archive
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ from confluent_kafka.admin import (
 
 from mirror.config import load_config
 from mirror.local.broker import BrokerSpec
-from mirror.local.environment import start_brokers
+from mirror.local.environment import discard_brokers, start_brokers
 from mirror.local.jars import kafka_libs
 from mirror.local.ports import free_port
 from mirror.local.sasl import SaslUsers
@@ -64,8 +64,9 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KafkaClu
             for b in brokers
         )
     finally:
-        for broker in brokers:
-            broker.discard()  # their data is thrown away: no controlled shutdown
+        discard_brokers(
+            brokers
+        )  # their data is thrown away: no controlled shutdown, but to write the class archive
 
 
 def sasl_clusters(user: str, password: str | None = None) -> dict[str, dict[str, object]]:
