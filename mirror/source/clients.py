@@ -30,6 +30,11 @@ def source_reader(settings: FlowSettings, partitions: Sequence[tuple[str, int]])
     )
 
 
+def end_asker(settings: FlowSettings) -> Consumer:
+    """Asks the source for paused partitions' read_committed ends (mirror.source.idle_pause)."""
+    return copy_clients.end_asker(settings.source_consumer, _copier_group(settings))
+
+
 def source_admin(settings: FlowSettings) -> Any:
     return admin_client(settings.source_admin)
 

@@ -77,6 +77,18 @@ def positions_reader(properties: dict[str, str], group_id: str) -> Consumer:
     )
 
 
+def end_asker(properties: dict[str, str], group_id: str) -> Consumer:
+    """Asks the source for partitions' read_committed ends (offsets_for_times); never assigned."""
+    return consumer(
+        {
+            **properties,
+            "group.id": group_id,
+            "enable.auto.commit": "false",
+            "isolation.level": "read_committed",
+        }
+    )
+
+
 def remote_reader(properties: dict[str, str], group_id: str) -> Consumer:
     """Reads remote partitions read_committed, to tell an empty one from one holding records."""
     return consumer(

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from confluent_kafka.admin import AdminClient
 
@@ -99,9 +99,12 @@ class FetchWatch:
         self._seen, self._asked, self._epochs, self._checks, self._to_check = {}, None, {}, {}, []
         self._next_look = self._clock() + self._every
 
-    def stuck(self, parts: Sequence[PartitionCopy]) -> list[tuple[PartitionCopy, int]]:
+    def stuck(
+        self, parts: Sequence[PartitionCopy], paused: Collection[Partition] = ()
+    ) -> list[tuple[PartitionCopy, int]]:
         """The partitions to read through new consumers, each with its source end; [] but at a
-        look, and between rebuilds."""
+        look, and between rebuilds. A partition `paused` (mirror.source.idle_pause) is fetched by
+        no one on purpose: never stuck, though its epoch is still watched."""
         now = self._clock()
         if now < self._next_look:
             return []
@@ -122,6 +125,7 @@ class FetchWatch:
                 for part in parts
                 if drained
                 and (key := (part.topic, part.partition)) in idle
+                and key not in paused
                 and reads[key] == idle[key]
                 and ends.get(key, -1) > reads[key]
                 and self._fetched_end(*key) < ends[key]

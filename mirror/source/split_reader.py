@@ -82,6 +82,18 @@ class SplitReader:
                     answered[index] = tp
         return answered
 
+    def pause(self, partitions: Sequence[tuple[str, int]]) -> None:
+        """Fetch none of `partitions` until resumed (librdkafka then fetches each from the position
+        the task consumed up to); new consumers (assign) fetch them all again."""
+        for consumer, own in zip(self.consumers, self._split(_as_tps(partitions)), strict=True):
+            if own:
+                consumer.pause(own)
+
+    def resume(self, partitions: Sequence[tuple[str, int]]) -> None:
+        for consumer, own in zip(self.consumers, self._split(_as_tps(partitions)), strict=True):
+            if own:
+                consumer.resume(own)
+
     def fetched_end(self, topic: str, partition: int) -> int:
         """The partition's end as its last fetch answer told it (librdkafka's cache, no request;
         for a read_committed consumer its last stable offset), -1 if none came since it was
@@ -140,3 +152,7 @@ class SplitReader:
         for tp in partitions:
             split[self._owner.get((tp.topic, tp.partition), 0)].append(tp)
         return split
+
+
+def _as_tps(partitions: Sequence[tuple[str, int]]) -> list[TopicPartition]:
+    return [TopicPartition(topic, partition) for topic, partition in partitions]

@@ -35,8 +35,16 @@ from mirror.errors import (
 from mirror.flow.ownership import flow_mark_reader, stop_if_flow_taken_over
 from mirror.kafka.transactions import AbortableError, RetriableError
 from mirror.logs import log_context, partition_names
-from mirror.source.clients import RareClients, positions_reader, source_admin, source_reader, sync_writer
+from mirror.source.clients import (
+    RareClients,
+    end_asker,
+    positions_reader,
+    source_admin,
+    source_reader,
+    sync_writer,
+)
 from mirror.source.fetch_watch import FetchWatch, check_against_leaders, describe_checks
+from mirror.source.idle_pause import IdlePause
 from mirror.source.losses import handle_consume_errors
 from mirror.source.partition_copy import PartitionCopy
 from mirror.source.position_sweep import PositionSweep
@@ -123,6 +131,7 @@ class _CopyTask:
         self._began = time.monotonic()  # when the open transaction began
         self.reports = TaskReports(self.stats)
         self.watch = FetchWatch(lambda: source_admin(settings), self.source.fetched_end)
+        self.idle = IdlePause(lambda: end_asker(settings)) if IdlePause.wanted(len(self.parts)) else None
         self.sweeper = PositionSweep(self.parts)
         self._batch = OpenTransaction()
 
@@ -135,6 +144,8 @@ class _CopyTask:
         self.stats.current.closed = time.time()
         self.stats.send()
         self.stats.close()
+        if self.idle is not None:
+            self.idle.close()
         for client in (self.source, self.positions, self.mark_reader, self.rare):
             client.close()
         if self.sync_producer is not None:
@@ -233,6 +244,8 @@ class _CopyTask:
         # Through new consumers (SplitReader.assign): the old ones could name positions past the abort.
         self.source.assign([start_of(part) for part in self.parts])
         self.watch.restart()
+        if self.idle is not None:
+            self.idle.restart()
 
     def _copy(self) -> str:
         interval = self.settings.commit_interval_ms / 1000
@@ -286,7 +299,10 @@ class _CopyTask:
         ending = state != "current" or time.time() >= self.spec.deadline
         self.sweeper.sweep(self.source, every=ending)
         opened = self._batch.opened_at is not None
-        stuck = [] if ending else self.watch.stuck(self.parts)
+        if self.idle is not None and not ending:
+            self.idle.look(self.parts, self.source)
+        paused = self.idle.paused if self.idle is not None else ()
+        stuck = [] if ending else self.watch.stuck(self.parts, paused)
         if opened and (ending or stuck):
             self._commit()  # before reading stuck partitions again too: new consumers start after it
         elif not opened and not stuck and needs_commit(self.parts):
@@ -303,8 +319,11 @@ class _CopyTask:
             return "window" if state == "current" else state
         if stuck:
             self._read_again(stuck)
-        elif sought := check_against_leaders(self.source, self.watch.to_check()):
-            log.info("%s", describe_checks(sought))
+        elif checks := self.watch.to_check():
+            if self.idle is not None:  # a check is made by fetching: a paused partition must fetch
+                self.idle.wake([(part.topic, part.partition) for part, _ in checks], self.source)
+            if sought := check_against_leaders(self.source, checks):
+                log.info("%s", describe_checks(sought))
         return None
 
     def _commit(self) -> None:

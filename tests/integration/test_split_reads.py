@@ -1,14 +1,18 @@
-"""A copy task's partitions read through several source consumers (mirror.source.split_reader)."""
+"""A copy task's partitions read through several source consumers (mirror.source.split_reader),
+and its idle ones paused until the source holds more of them (mirror.source.idle_pause)."""
 
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
 
-from mirror.source.copy_clients import source_reader
+from mirror.source.copy_clients import end_asker, source_reader
+from mirror.source.idle_pause import IdlePause
+from mirror.source.partition_copy import PartitionCopy
 from mirror.source.record_copy import next_messages
 from mirror.source.split_reader import SplitReader
 from tests.helpers import create_topic
@@ -97,3 +101,109 @@ def test_a_reassigned_reader_never_names_a_position_consumed_before_the_reassign
     # Before its first fetch a new assignment has no position (-1001); after it, at most 100 plus
     # what was fetched is never returned by position() until consumed: so never more than 100.
     assert max(seen) <= 100, sorted(set(seen))
+
+
+def _reader_of(source_cluster: KafkaCluster, topic: str, partitions: int) -> SplitReader:
+    return SplitReader(
+        [(topic, p) for p in range(partitions)],
+        lambda: source_reader(source_cluster.properties(), f"pause-{topic}", partitions),
+        per_consumer=2,
+    )
+
+
+def _produce(source_cluster: KafkaCluster, topic: str, counts: dict[int, range]) -> None:
+    producer = Producer(source_cluster.properties())
+    for p, numbers in counts.items():
+        for n in numbers:
+            producer.produce(topic, value=b"%d-%d" % (p, n), partition=p)
+    assert producer.flush(30) == 0
+
+
+def _read_until(
+    reader: SplitReader,
+    read: dict[int, list[bytes]],
+    done: Callable[[], bool],
+    seconds: float,
+    then: Callable[[], None] = lambda: None,
+) -> None:
+    deadline = time.monotonic() + seconds
+    while not done() and time.monotonic() < deadline:
+        for message in next_messages(reader, 100, 0.2):
+            assert message.error() is None, message.error()
+            read[message.partition()].append(message.value())
+        then()
+
+
+def test_a_paused_partition_is_not_fetched_and_resumes_where_its_records_were_consumed(
+    source_cluster: KafkaCluster,
+) -> None:
+    """librdkafka's pause, as the task uses it: a paused partition is left out of fetches, and
+    resumed it is read from the last record consumed, whether its queue held records fetched
+    but not consumed when it was paused (t-1) or none (t-0): none lost, none twice."""
+    topic = f"pause-{uuid.uuid4().hex[:6]}"
+    create_topic(source_cluster.bootstrap_servers, topic, partitions=4)
+    _produce(source_cluster, topic, {p: range(10) for p in range(4)})
+    reader = _reader_of(source_cluster, topic, 4)
+    read: dict[int, list[bytes]] = {p: [] for p in range(4)}
+    try:
+        reader.assign([TopicPartition(topic, p, 0) for p in range(4)])
+        _read_until(reader, read, lambda: sum(map(len, read.values())) == 40, 60)
+        _produce(source_cluster, topic, {1: range(10, 20)})
+        deadline = time.monotonic() + 30
+        while reader.fetched_end(topic, 1) < 20 and time.monotonic() < deadline:
+            reader.poll(0)  # serves the consumers' events, but consumes nothing: t-0..3 hold none
+            time.sleep(0.05)
+        assert reader.fetched_end(topic, 1) == 20  # fetched, not consumed
+        reader.pause([(topic, 0), (topic, 1)])
+        # A fetch sent before the pause may still be parked at the broker (up to fetch.wait.max.ms)
+        # and tell t-0's end when it returns: librdkafka drops its records, not the end it told.
+        _read_until(reader, read, lambda: False, 1)
+        before = {p: len(read[p]) for p in range(4)}
+        _produce(source_cluster, topic, {0: range(10, 15), 1: range(20, 25), 2: range(10, 15)})
+        _read_until(reader, read, lambda: len(read[2]) == 15, 30)
+        time.sleep(1)  # t-2's consumer, fetching, and t-0's, idle, each fetched again since
+        assert reader.fetched_end(topic, 0) == 10  # no fetch named t-0 since its pause
+        assert {p: len(read[p]) for p in (0, 1)} == {p: before[p] for p in (0, 1)}
+        reader.resume([(topic, 0), (topic, 1)])
+        _read_until(reader, read, lambda: len(read[0]) == 15 and len(read[1]) == 25, 60)
+        _read_until(reader, read, lambda: False, 1)  # and nothing more, in particular no repeat
+    finally:
+        reader.close()
+    expected = {0: 15, 1: 25, 2: 15, 3: 10}
+    assert read == {p: [b"%d-%d" % (p, n) for n in range(count)] for p, count in expected.items()}
+
+
+def test_idle_partitions_are_paused_and_one_the_source_holds_more_of_is_read_again_at_once(
+    source_cluster: KafkaCluster,
+) -> None:
+    """IdlePause against a real source: its ends asked read_committed through a consumer of its
+    own; the partition given records is resumed and read, the others stay paused."""
+    topic = f"idle-{uuid.uuid4().hex[:6]}"
+    create_topic(source_cluster.bootstrap_servers, topic, partitions=4)
+    _produce(source_cluster, topic, {p: range(5) for p in range(4)})
+    reader = _reader_of(source_cluster, topic, 4)
+    parts = [PartitionCopy("A->B", topic, p, f"A.{topic}", 100) for p in range(4)]
+    idle = IdlePause(
+        lambda: end_asker(source_cluster.properties(), f"idle-{topic}"),
+        idle_seconds=1.0,
+        ask_seconds=0.2,
+        check_seconds=0.2,
+    )
+    read: dict[int, list[bytes]] = {p: [] for p in range(4)}
+
+    def look() -> None:
+        for p in range(4):
+            parts[p].position = len(read[p])  # each record read is committed at once
+        idle.look(parts, reader)
+
+    try:
+        reader.assign([TopicPartition(topic, p, 0) for p in range(4)])
+        _read_until(reader, read, lambda: len(idle.paused) == 4, 60, look)
+        assert sorted(idle.paused) == [(topic, p) for p in range(4)]
+        _produce(source_cluster, topic, {2: range(5, 8)})
+        _read_until(reader, read, lambda: len(read[2]) == 8, 30, look)
+        assert sorted(idle.paused) == [(topic, p) for p in (0, 1, 3)]
+    finally:
+        idle.close()
+        reader.close()
+    assert read == {p: [b"%d-%d" % (p, n) for n in range(8 if p == 2 else 5)] for p in range(4)}

@@ -61,14 +61,17 @@ class Watched:
     parts: list[PartitionCopy]
     admins: list[SourceAdmin]
 
-    def look(self, *, drained: bool = True) -> list[tuple[str, int, int]]:
+    def look(
+        self, *, drained: bool = True, paused: frozenset[tuple[str, int]] = frozenset()
+    ) -> list[tuple[str, int, int]]:
         """One look WATCH seconds after the last, a read having come back empty meanwhile unless
-        `drained` is false: what it found stuck, as (topic, partition, end)."""
+        `drained` is false, the task not fetching `paused` (mirror.source.idle_pause): what it
+        found stuck, as (topic, partition, end)."""
         self.watch.read(5)
         if drained:
             self.watch.read(0)
         self.clock.now += 10
-        return [(part.topic, part.partition, end) for part, end in self.watch.stuck(self.parts)]
+        return [(part.topic, part.partition, end) for part, end in self.watch.stuck(self.parts, paused)]
 
 
 def _watched(
@@ -202,6 +205,21 @@ def test_an_idle_partition_is_named_for_a_check_each_time_its_source_leader_epoc
     watched.look()  # reads the answers asked before the election, asks again
     assert _named_for_a_check(watched) == []
     watched.look()
+    assert _named_for_a_check(watched) == [(1, 2)]
+
+
+def test_a_partition_paused_while_idle_is_never_stuck_though_its_epoch_is_still_checked() -> None:
+    # Its consumer fetches it no more, on purpose: the end that consumer knows stays behind.
+    epochs = {0: 0, 1: 0, 2: 0}
+    watched = _watched({0: 10, 1: 25, 2: 25}, epochs=epochs)
+    for part in watched.parts:
+        part.epoch = 0
+    paused = frozenset({("t", 1)})
+    assert [watched.look(paused=paused) for _ in range(3)] == [[], [], [("t", 2, 25)]]
+    watched.watch.to_check()
+    epochs[1] = 2
+    watched.look(paused=paused)
+    watched.look(paused=paused)
     assert _named_for_a_check(watched) == [(1, 2)]
 
 
