@@ -48,6 +48,7 @@ class FlowSettings:
     commit_interval_ms: int = 100
     epoch_seconds: float = 600.0
     throttle_bytes_per_second: float | None = None  # the whole flow's; its tasks share it
+    pause_idle_partitions_after_seconds: float | None = 30.0  # None: never (mirror.source.idle_pause)
     replication_factor: int | None = None
     internal_replication_factor: int | None = None
     config_properties_exclude: list[str] = field(default_factory=list)
@@ -229,6 +230,7 @@ def flow_settings(
         commit_interval_ms=flow.commit_interval_ms,
         epoch_seconds=config.spark.epoch_seconds,
         throttle_bytes_per_second=flow.throttle_bytes_per_second,
+        pause_idle_partitions_after_seconds=flow.pause_idle_partitions_after_seconds,
         replication_factor=flow.replication_factor,
         internal_replication_factor=flow.internal_topics_replication_factor,
         config_properties_exclude=list(flow.config_properties_exclude),

@@ -100,6 +100,9 @@ class FlowConfig(FrozenModel):
     commit_interval_ms: Annotated[int, Field(ge=1, le=60_000)] = 100
     # The most key and value bytes per second the flow copies, shared equally by its copy tasks.
     throttle_bytes_per_second: float | None = None
+    # A copy task of over 1,000 partitions stops fetching one idle this long (mirror.source.
+    # idle_pause); None: it fetches every partition all the time.
+    pause_idle_partitions_after_seconds: PositiveSeconds | None = 30.0
     # Replaced by commit_interval_ms; still accepted so older configs load, with a warning.
     max_records_per_batch: Annotated[int, Field(ge=1)] | None = None
     on_source_truncation: Literal["continue", "fail"] = "continue"

@@ -94,6 +94,14 @@ class SourceMetrics:
             ("flow",),
             registry=registry,
         )
+        self.idle_paused = Gauge(
+            "mirror_source_idle_paused_partitions",
+            "Partitions the flow's copy tasks do not fetch while they are idle, until the source "
+            "holds more of them (tasks of over 1,000 partitions; asked every second)",
+            ("flow",),
+            registry=registry,
+        )
+        self._paused: dict[tuple[str, int], int] = {}  # (flow, task) -> the task's paused partitions
         self.throttle_wait = Counter(
             "mirror_source_throttle_wait_seconds",
             "Time the flow's copy tasks spent waiting on its throttle, summed over the tasks",
@@ -121,6 +129,9 @@ class SourceMetrics:
         for key, records in message["copied_then_lost"].items():
             self._child(self.copied_then_lost, self._labels(flow, key)).inc(records)
         self.fenced.labels(flow).inc(message["fenced"])
+        if message["paused"] is not None:
+            self._paused[(flow, message["task"])] = message["paused"]
+            self.idle_paused.labels(flow).set(sum(n for (f, _), n in self._paused.items() if f == flow))
         if message["throttled"]:
             self.throttle_wait.labels(flow).inc(message["throttled"])
         self.transactions.labels(flow, "aborted").inc(message["aborted"])

@@ -7,18 +7,22 @@ partitions that changed since its last fetch. In the 10,000-partition bench, hal
 the source broker spent 94 CPU-s per million records copied by `mirror` against 60 for MM2, on a
 machine the steady load saturates: latency there is queueing for CPU.
 
-So a partition whose read position has not moved for IDLE_SECONDS is paused (librdkafka leaves
-it out of its fetches, and fetches it from the position the task consumed up to when resumed).
-Every ASK_SECONDS a thread asks the source for the read_committed ends of the paused partitions
-(one ListOffsets request per leader, through a consumer of its own that reads nothing) and the
-task resumes every one whose end passed the position it was paused at. A record in a paused
-partition thus waits up to ASK_SECONDS (plus an answer) more; only partitions quiet for
-IDLE_SECONDS pay that, and only in tasks of more than PARTITIONS_PER_CONSUMER partitions, where
-the fetches are the source broker's main load (mirror.source.split_reader).
+So a partition whose read position has not moved for IDLE_SECONDS (the flow's
+`pause_idle_partitions_after_seconds`; null turns this off) is paused: librdkafka leaves it out
+of its fetches, drops what it had fetched of it and not handed over, and when it is resumed
+fetches it from the position the task consumed up to. Every ASK_SECONDS a thread asks the source
+for the paused partitions' read_committed ends (one ListOffsets request per leader, through a
+consumer of its own that reads nothing), and the task resumes every one whose end passed the
+position it was paused at. A record in a paused partition thus waits up to ASK_SECONDS, plus an
+answer and the task's next look, more; only partitions quiet for IDLE_SECONDS pay that, and only
+in tasks of more than PARTITIONS_PER_CONSUMER partitions, where these fetches are the source
+broker's main load (mirror.source.split_reader). Under that bench's load the source broker's CPU
+per million records fell from 94 to 78 s.
 
-It fails open: a partition the source has not answered for since ANSWER_SECONDS after the task
-last looked is resumed and fetched as before, whatever kept the answer (a leader gone, an
-authorisation lost). The fetch watch then judges it as any other.
+A partition resumed because its end grew is not paused again until its position moves: one its
+consumer then fails to fetch stays in sight of the fetch watch (mirror.source.fetch_watch), which
+never judges a paused one. It fails open: a partition the source has not answered for within
+ANSWER_SECONDS (a leader gone, an authorisation lost) is resumed and fetched as before.
 """
 
 from __future__ import annotations
@@ -155,11 +159,13 @@ class IdlePause:
             elif now - max(paused_at, asked_at) >= self._answer_within:
                 unanswered.append(key)  # no answer since it was paused: fail open
         if grown:
-            # Not paused again before its position moves: one whose consumer then fetches nothing
-            # stays in sight of the fetch watch, which reads it through new consumers.
             self._resume(grown, source, until_moved=True)
+            log.debug("fetching %d paused partitions again: the source holds more of them", len(grown))
         if unanswered:
             self._resume(unanswered, source)
+            log.debug(
+                "fetching %d paused partitions again: the source did not say their ends", len(unanswered)
+            )
 
     def _resume(self, keys: list[Partition], source: Pausable, *, until_moved: bool = False) -> None:
         source.resume(keys)

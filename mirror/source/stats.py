@@ -39,6 +39,9 @@ class TaskStats:
     aborted: int = 0
     fenced: int = 0
     throttled: float = 0.0  # seconds spent waiting on the flow's throttle
+    # How many of the task's partitions it does not fetch while idle (mirror.source.idle_pause),
+    # when that changed; None: as the last message said.
+    paused: int | None = None
     events: list[tuple[str, str]] = field(default_factory=list)
     # When the task started copying and when it ended (time.time()), for the epoch gap.
     epoch: float = 0.0
@@ -63,6 +66,7 @@ class TaskStats:
             "aborted": self.aborted,
             "fenced": self.fenced,
             "throttled": self.throttled,
+            "paused": self.paused,
             "events": self.events,
             "epoch": self.epoch,
             "opened": self.opened,
@@ -78,6 +82,7 @@ class TaskStats:
             or self.aborted
             or self.fenced
             or self.throttled
+            or self.paused is not None
             or self.opened
             or self.closed
         )

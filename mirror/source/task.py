@@ -131,9 +131,15 @@ class _CopyTask:
         self._began = time.monotonic()  # when the open transaction began
         self.reports = TaskReports(self.stats)
         self.watch = FetchWatch(lambda: source_admin(settings), self.source.fetched_end)
-        self.idle = IdlePause(lambda: end_asker(settings)) if IdlePause.wanted(len(self.parts)) else None
+        idle_after = settings.pause_idle_partitions_after_seconds
+        self.idle = (
+            IdlePause(lambda: end_asker(settings), idle_seconds=idle_after)
+            if idle_after is not None and IdlePause.wanted(len(self.parts))
+            else None
+        )
         self.sweeper = PositionSweep(self.parts)
         self._batch = OpenTransaction()
+        self._paused_reported = 0  # the idle partitions paused, as the stats last said
 
     def __enter__(self) -> _CopyTask:
         return self
@@ -142,6 +148,7 @@ class _CopyTask:
         if self.in_transaction:
             self._abort()  # whatever stops the task must not leave its transaction open
         self.stats.current.closed = time.time()
+        self._report_paused(0)
         self.stats.send()
         self.stats.close()
         if self.idle is not None:
@@ -302,6 +309,7 @@ class _CopyTask:
         if self.idle is not None and not ending:
             self.idle.look(self.parts, self.source)
         paused = self.idle.paused if self.idle is not None else ()
+        self._report_paused(len(paused))
         stuck = [] if ending else self.watch.stuck(self.parts, paused)
         if opened and (ending or stuck):
             self._commit()  # before reading stuck partitions again too: new consumers start after it
@@ -325,6 +333,10 @@ class _CopyTask:
             if sought := check_against_leaders(self.source, checks):
                 log.info("%s", describe_checks(sought))
         return None
+
+    def _report_paused(self, count: int) -> None:
+        if count != self._paused_reported:
+            self._paused_reported = self.stats.current.paused = count
 
     def _commit(self) -> None:
         self._batch = OpenTransaction()

@@ -1,11 +1,13 @@
 """Thousands of partitions in one flow, copied exactly: topic creation in batches, one copy task
-reading them through several source consumers (mirror.source.split_reader)."""
+reading them through several source consumers (mirror.source.split_reader), and taking records
+again into partitions it stopped fetching while they were idle (mirror.source.idle_pause)."""
 
 from __future__ import annotations
 
 import time
 import uuid
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,31 @@ from tests.records import assert_same_records, read_topics
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 TOPICS, PARTITIONS, PER_PARTITION = 210, 10, 5  # 2,100 partitions, 10,500 records
+IDLE_SECONDS = 3  # the flow's pause_idle_partitions_after_seconds: 30 by default
+
+
+def _records(topics: list[str], numbers: Sequence[int], stamp: int) -> list[dict[str, Any]]:
+    """Record n of every partition of `topics`: keys, headers and timestamps of its own."""
+    return [
+        {
+            "topic": topic,
+            "value": b"%s-%d-%d" % (topic.encode(), p, n),
+            "key": None if n == 0 else b"k%d" % n,
+            "partition": p,
+            "headers": [("n", b"%d" % n), ("n", None)],
+            "timestamp": stamp + n,
+        }
+        for n in numbers
+        for topic in topics
+        for p in range(PARTITIONS)
+    ]
+
+
+def _wait_for_line(run: MirrorRun, text: str, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while text not in run.output():
+        assert time.monotonic() < deadline, f"no {text!r} in {seconds:g} s: {run.output()[-3000:]}"
+        time.sleep(0.5)
 
 
 def _create(cluster: KafkaCluster, topics: list[str]) -> None:
@@ -80,27 +107,24 @@ def test_two_thousand_partitions_in_one_task_are_copied_exactly_with_keys_header
     try:
         # Timestamps of their own, recent enough that retention (7 days) deletes none meanwhile.
         stamp = int(time.time() * 1000) - 60_000
-        _produce_every_one(
+        _produce_every_one(source_cluster, topics, _records(topics, range(PER_PARTITION), stamp))
+        config = write_config(
+            tmp_path,
             source_cluster,
-            topics,
-            [
-                {
-                    "topic": topic,
-                    "value": b"%s-%d-%d" % (topic.encode(), p, n),
-                    "key": None if n == 0 else b"k%d" % n,
-                    "partition": p,
-                    "headers": [("n", b"%d" % n), ("n", None)],
-                    "timestamp": stamp + n,
-                }
-                for n in range(PER_PARTITION)
-                for topic in topics
-                for p in range(PARTITIONS)
-            ],
+            target_cluster,
+            [f"{prefix}.*"],
+            tasks_max=1,
+            pause_idle_partitions_after_seconds=IDLE_SECONDS,
+            logging={"mirror.source.idle_pause": "DEBUG"},  # every pause, with the count paused
         )
-        config = write_config(tmp_path, source_cluster, target_cluster, [f"{prefix}.*"], tasks_max=1)
         run = MirrorRun(config, tmp_path / "run.log")
         try:
             wait_until_caught_up(source_cluster, target_cluster, topics, run, timeout=300)
+            _wait_for_line(run, f"({TOPICS * PARTITIONS} such in all", 60)
+            # Every partition paused: a record more into a tenth of them (each wakes alone).
+            again = topics[:: TOPICS // 21]
+            _produce_every_one(source_cluster, again, _records(again, [PER_PARTITION], stamp))
+            wait_until_caught_up(source_cluster, target_cluster, topics, run, timeout=120)
             assert run.stop() == 0, run.output()[-3000:]
         finally:
             run.cleanup()
@@ -110,7 +134,9 @@ def test_two_thousand_partitions_in_one_task_are_copied_exactly_with_keys_header
         )
         for topic, remote_topic in zip(topics, remote, strict=True):
             assert_same_records(source[topic], target[remote_topic])
-        assert sum(len(r) for t in source.values() for r in t.values()) == TOPICS * PARTITIONS * PER_PARTITION
+        assert sum(len(r) for t in source.values() for r in t.values()) == (
+            TOPICS * PARTITIONS * PER_PARTITION + 21 * PARTITIONS
+        )
     finally:
         _delete(source_cluster, topics)
         _delete(

@@ -12,10 +12,17 @@ from mirror.metrics import SourceMetrics
 
 
 def _stats(
-    records: dict[str, tuple[int, int]], ages: dict[str, float], throttled: float = 0.0
+    records: dict[str, tuple[int, int]],
+    ages: dict[str, float],
+    throttled: float = 0.0,
+    *,
+    task: int = 0,
+    paused: int | None = None,
 ) -> dict[str, Any]:
     return {
         "flow": "A->B",
+        "task": task,
+        "paused": paused,
         "records": records,
         "truncated": {},
         "copied_then_lost": {},
@@ -83,3 +90,13 @@ def test_a_throttled_flow_shows_its_rate_and_the_seconds_its_tasks_waited_from_t
     metrics.record_task_stats(_stats({"orders:0": (10, 100)}, {}, throttled=0.5))
 
     assert _samples(metrics, "throttle_wait") == {(("flow", "A->B"),): 1.25}
+
+
+def test_the_idle_partitions_paused_add_up_over_the_flows_tasks_each_as_it_last_said() -> None:
+    metrics = SourceMetrics(CollectorRegistry())
+    metrics.record_task_stats(_stats({}, {}, task=0, paused=2500))
+    metrics.record_task_stats(_stats({}, {}, task=1, paused=2400))
+    metrics.record_task_stats(_stats({"orders:0": (10, 100)}, {}, task=1))  # no change said
+    assert _samples(metrics, "idle_paused") == {(("flow", "A->B"),): 4900}
+    metrics.record_task_stats(_stats({}, {}, task=0, paused=0))  # task 0 ended, or woke them all
+    assert _samples(metrics, "idle_paused") == {(("flow", "A->B"),): 2400}
