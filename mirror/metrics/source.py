@@ -5,12 +5,18 @@ Fed on the driver from the copy tasks' stats messages (mirror.source.stats) and 
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
+
+
+# How long past its deadline an epoch's tasks may still be closing.
+EPOCH_OVER_SECONDS = 120.0
 
 
 class SourceMetrics:
@@ -101,7 +107,10 @@ class SourceMetrics:
             ("flow",),
             registry=registry,
         )
-        self._paused: dict[tuple[str, int], int] = {}  # (flow, task) -> the task's paused partitions
+        # (flow, task, its epoch's deadline) -> the task's paused partitions. Each task's stats come
+        # on a connection of its own, each served by a thread of its own.
+        self._paused: dict[tuple[str, int, float], int] = {}
+        self._paused_lock = threading.Lock()
         self.throttle_wait = Counter(
             "mirror_source_throttle_wait_seconds",
             "Time the flow's copy tasks spent waiting on its throttle, summed over the tasks",
@@ -130,14 +139,28 @@ class SourceMetrics:
             self._child(self.copied_then_lost, self._labels(flow, key)).inc(records)
         self.fenced.labels(flow).inc(message["fenced"])
         if message["paused"] is not None:
-            self._paused[(flow, message["task"])] = message["paused"]
-            self.idle_paused.labels(flow).set(sum(n for (f, _), n in self._paused.items() if f == flow))
+            self._record_paused(flow, message["task"], message["epoch"], message["paused"])
         if message["throttled"]:
             self.throttle_wait.labels(flow).inc(message["throttled"])
         self.transactions.labels(flow, "aborted").inc(message["aborted"])
         self.transactions.labels(flow, "committed").inc(message["transactions"])
         for latency in message["latencies"]:
             self.replication_latency.labels(flow).observe(latency)
+
+    def _record_paused(self, flow: str, task: int, epoch: float, paused: int) -> None:
+        """A task's count, by epoch: a task of the epoch before may close (saying 0) after its
+        successor said how many it paused. An epoch long over holds none: its task was killed
+        before it could say so."""
+        with self._paused_lock:
+            key = (flow, task, epoch)
+            if paused:
+                self._paused[key] = paused
+            else:
+                self._paused.pop(key, None)
+            over = time.time() - EPOCH_OVER_SECONDS
+            for old in [k for k in self._paused if k[2] < over]:
+                del self._paused[old]
+            self.idle_paused.labels(flow).set(sum(n for (f, _, _), n in self._paused.items() if f == flow))
 
     def record_throttle(self, flow: str, bytes_per_second: float | None) -> None:
         if bytes_per_second is not None:

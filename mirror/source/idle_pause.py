@@ -120,6 +120,11 @@ class IdlePause:
             for key in idle:
                 self._paused[key] = (since[key][0], now)
             self._ask_for_paused()
+            # Paused as of now, after the list is out: an ask begun before (its time read first)
+            # may lack them, and must not count as an answer for them.
+            paused_at = self._clock()
+            for key in idle:
+                self._paused[key] = (since[key][0], paused_at)
             log.log(
                 logging.DEBUG if self._said else logging.INFO,
                 "not fetching %d partitions idle for %g s, until the source holds more of them "
@@ -148,19 +153,21 @@ class IdlePause:
 
     def _wake_answered(self, now: float, source: Pausable) -> None:
         asked_at, ends = self._answer
-        grown, unanswered = [], []
+        moved, unanswered = [], []
         for key, (position, paused_at) in self._paused.items():
-            if asked_at >= paused_at:
-                end = ends.get(key)
-                if end is None:
-                    unanswered.append(key)  # an error for it in the answer
-                elif end > position:
-                    grown.append(key)
+            end = ends.get(key) if asked_at >= paused_at else None
+            if end is not None and end != position:
+                # Grown; or shorter (the topic re-created, its log cut): fetching finds out what.
+                moved.append(key)
             elif now - max(paused_at, asked_at) >= self._answer_within:
-                unanswered.append(key)  # no answer since it was paused: fail open
-        if grown:
-            self._resume(grown, source, until_moved=True)
-            log.debug("fetching %d paused partitions again: the source holds more of them", len(grown))
+                # No answer for it since it was paused, or none at all lately (offsets_for_times
+                # fails whole if one leader does not answer): fail open.
+                unanswered.append(key)
+            elif end is None and asked_at >= paused_at:
+                unanswered.append(key)  # an error for it in an answer
+        if moved:
+            self._resume(moved, source, until_moved=True)
+            log.debug("fetching %d paused partitions again: the source holds more of them", len(moved))
         if unanswered:
             self._resume(unanswered, source)
             log.debug(
@@ -193,7 +200,7 @@ class IdlePause:
                 try:
                     answered = asker.offsets_for_times(asking, timeout=self._answer_within)
                 except KafkaException:
-                    continue  # a leader away or a timeout: the paused partitions wake as unanswered
+                    continue  # a leader away, a timeout: unanswered, the paused partitions wake
                 ends = {(tp.topic, tp.partition): tp.offset for tp in answered if tp.error is None}
                 self._answer = (asked_at, {key: end for key, end in ends.items() if end >= 0})
         finally:

@@ -145,14 +145,14 @@ class _CopyTask:
         return self
 
     def __exit__(self, *_: object) -> None:
+        if self.idle is not None:
+            self.idle.close()  # first: its thread must stop whatever fails below
         if self.in_transaction:
             self._abort()  # whatever stops the task must not leave its transaction open
         self.stats.current.closed = time.time()
         self._report_paused(0)
         self.stats.send()
         self.stats.close()
-        if self.idle is not None:
-            self.idle.close()
         for client in (self.source, self.positions, self.mark_reader, self.rare):
             client.close()
         if self.sync_producer is not None:

@@ -16,6 +16,7 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirror.source.split_reader import PARTITIONS_PER_CONSUMER
+from tests.helpers import assert_eventually
 from tests.kafka_backends import KafkaCluster
 from tests.mirror_process import MirrorRun, wait_until_caught_up, write_config
 from tests.records import assert_same_records, read_topics
@@ -43,11 +44,8 @@ def _records(topics: list[str], numbers: Sequence[int], stamp: int) -> list[dict
     ]
 
 
-def _wait_for_line(run: MirrorRun, text: str, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while text not in run.output():
-        assert time.monotonic() < deadline, f"no {text!r} in {seconds:g} s: {run.output()[-3000:]}"
-        time.sleep(0.5)
+def _assert_in(text: str, run: MirrorRun) -> None:
+    assert text in run.output(), f"no {text!r} yet: {run.output()[-3000:]}"
 
 
 def _create(cluster: KafkaCluster, topics: list[str]) -> None:
@@ -120,11 +118,14 @@ def test_two_thousand_partitions_in_one_task_are_copied_exactly_with_keys_header
         run = MirrorRun(config, tmp_path / "run.log")
         try:
             wait_until_caught_up(source_cluster, target_cluster, topics, run, timeout=300)
-            _wait_for_line(run, f"({TOPICS * PARTITIONS} such in all", 60)
+            paused = f"({TOPICS * PARTITIONS} such in all"
+            assert_eventually(lambda: _assert_in(paused, run), timeout=60, interval=0.5)
             # Every partition paused: a record more into a tenth of them (each wakes alone).
             again = topics[:: TOPICS // 21]
             _produce_every_one(source_cluster, again, _records(again, [PER_PARTITION], stamp))
             wait_until_caught_up(source_cluster, target_cluster, topics, run, timeout=120)
+            # Woken by the source's answer (not by failing open, after 5 s without one).
+            assert "the source holds more of them" in run.output()
             assert run.stop() == 0, run.output()[-3000:]
         finally:
             run.cleanup()

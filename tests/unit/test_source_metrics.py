@@ -3,6 +3,7 @@ for flows of thousands of partitions): the same totals, with or without the part
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -18,11 +19,13 @@ def _stats(
     *,
     task: int = 0,
     paused: int | None = None,
+    epoch: float | None = None,
 ) -> dict[str, Any]:
     return {
         "flow": "A->B",
         "task": task,
         "paused": paused,
+        "epoch": time.time() + 600 if epoch is None else epoch,
         "records": records,
         "truncated": {},
         "copied_then_lost": {},
@@ -94,9 +97,26 @@ def test_a_throttled_flow_shows_its_rate_and_the_seconds_its_tasks_waited_from_t
 
 def test_the_idle_partitions_paused_add_up_over_the_flows_tasks_each_as_it_last_said() -> None:
     metrics = SourceMetrics(CollectorRegistry())
-    metrics.record_task_stats(_stats({}, {}, task=0, paused=2500))
-    metrics.record_task_stats(_stats({}, {}, task=1, paused=2400))
-    metrics.record_task_stats(_stats({"orders:0": (10, 100)}, {}, task=1))  # no change said
+    epoch = time.time() + 600
+    metrics.record_task_stats(_stats({}, {}, task=0, paused=2500, epoch=epoch))
+    metrics.record_task_stats(_stats({}, {}, task=1, paused=2400, epoch=epoch))
+    metrics.record_task_stats(_stats({"orders:0": (10, 100)}, {}, task=1, epoch=epoch))  # no change said
     assert _samples(metrics, "idle_paused") == {(("flow", "A->B"),): 4900}
-    metrics.record_task_stats(_stats({}, {}, task=0, paused=0))  # task 0 ended, or woke them all
+    metrics.record_task_stats(_stats({}, {}, task=0, paused=0, epoch=epoch))  # woke them all, or ended
     assert _samples(metrics, "idle_paused") == {(("flow", "A->B"),): 2400}
+
+
+def test_a_task_of_the_epoch_before_closing_late_leaves_its_successors_count() -> None:
+    metrics = SourceMetrics(CollectorRegistry())
+    before, now = time.time() - 5, time.time() + 595
+    metrics.record_task_stats(_stats({}, {}, task=0, paused=2500, epoch=before))
+    metrics.record_task_stats(_stats({}, {}, task=0, paused=2000, epoch=now))
+    metrics.record_task_stats(_stats({}, {}, task=0, paused=0, epoch=before))
+    assert _samples(metrics, "idle_paused") == {(("flow", "A->B"),): 2000}
+
+
+def test_a_count_of_an_epoch_long_over_is_not_counted_as_of_a_task_killed_before_it_said_0() -> None:
+    metrics = SourceMetrics(CollectorRegistry())
+    metrics.record_task_stats(_stats({}, {}, task=0, paused=2500, epoch=time.time() - 3600))
+    metrics.record_task_stats(_stats({}, {}, task=1, paused=100))
+    assert _samples(metrics, "idle_paused") == {(("flow", "A->B"),): 100}
