@@ -121,34 +121,40 @@ class Flow:
         wait_until_caught_up(self.source, self.target, [topic], self.run)
 
     def wait_until_synced(self, group: str, topic: str, upstream: int, partition: int = 0) -> int:
-        """Wait until B's `group` holds the checkpoint of upstream offset `upstream`; returns it."""
+        """Wait until B's `group` holds the checkpoint of upstream offset `upstream`; returns it.
+        One read of the checkpoints topic names both offsets: read twice, a round in between
+        paired the downstream offset of one checkpoint with the upstream offset of the next."""
+        remote = self.remote(topic)
 
         def synced() -> int:
             assert self.run.process.poll() is None, self.run.output()[-3000:]
-            translated = self.client().translate_offsets(self.source.alias, group)
-            remote = self.remote(topic)
-            checkpoint = translated.get((remote, partition))
+            checkpoint = self.newest_checkpoint(group, remote, partition)
             assert checkpoint is not None, f"no checkpoint yet for {group}"
+            assert checkpoint.upstream_offset == upstream, f"newest checkpoint {checkpoint}"
             on_target = committed(self.target, group, remote, partition + 1).get(partition)
-            assert on_target == checkpoint, f"target group at {on_target}, checkpoint at {checkpoint}"
-            assert self.checkpoint_upstream(group, remote, partition) == upstream
-            return checkpoint
+            assert on_target == checkpoint.downstream_offset, f"target group at {on_target}, {checkpoint}"
+            return checkpoint.downstream_offset
 
         return assert_eventually(synced, timeout=120, interval=0.5)
 
     def checkpoint_upstream(self, group: str, topic: str, partition: int) -> int | None:
         """The upstream offset of the newest checkpoint of `group` for remote `topic`-`partition`."""
+        checkpoint = self.newest_checkpoint(group, topic, partition)
+        return None if checkpoint is None else checkpoint.upstream_offset
+
+    def newest_checkpoint(self, group: str, topic: str, partition: int) -> Checkpoint | None:
+        """The newest checkpoint of `group` for remote `topic`-`partition`, None if none."""
         tail = PartitionTail(self.target.properties(), f"{self.source.alias}.checkpoints.internal")
         try:
-            upstream = None
+            newest = None
             for record in tail.catch_up():
                 try:
                     checkpoint = Checkpoint.decode(record.key, record.value)
                 except WireFormatError:
                     continue  # a test may have written records that are not checkpoints
                 if (checkpoint.group, checkpoint.topic, checkpoint.partition) == (group, topic, partition):
-                    upstream = checkpoint.upstream_offset
-            return upstream
+                    newest = checkpoint
+            return newest
         finally:
             tail.close()
 
