@@ -16,6 +16,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from mirror.source.fetch_watch import CHECKS_PER_EPOCH, FetchWatch, check_against_leaders
 from mirror.source.partition_copy import PartitionCopy
 from mirror.source.split_reader import SplitReader
+from tests.unit.clock import Clock
 from tests.unit.futures import done
 
 
@@ -44,14 +45,6 @@ class SourceAdmin:
             return Future()
         epoch = self.epochs.get(partition, 0)
         return done(SimpleNamespace(offset=self.ends.get(partition, 0), leader_epoch=epoch))
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @dataclass

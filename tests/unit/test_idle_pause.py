@@ -16,16 +16,9 @@ from mirror.kafka.offsets import Partition
 from mirror.source.idle_pause import IdlePause
 from mirror.source.partition_copy import PartitionCopy
 from mirror.source.split_reader import PARTITIONS_PER_CONSUMER
+from tests.unit.clock import Clock
 
 IDLE, CHECK, ANSWER = 30.0, 5.0, 5.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @dataclass
