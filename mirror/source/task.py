@@ -35,22 +35,14 @@ from mirror.errors import (
 from mirror.flow.ownership import flow_mark_reader, stop_if_flow_taken_over
 from mirror.kafka.transactions import AbortableError, RetriableError
 from mirror.logs import log_context, partition_names
-from mirror.source.clients import (
-    RareClients,
-    end_asker,
-    positions_reader,
-    source_admin,
-    source_reader,
-    sync_writer,
-)
-from mirror.source.fetch_watch import FetchWatch, check_against_leaders, describe_checks
-from mirror.source.idle_pause import IdlePause
+from mirror.source.clients import RareClients, positions_reader, source_reader, sync_writer
 from mirror.source.losses import handle_consume_errors
 from mirror.source.partition_copy import PartitionCopy
 from mirror.source.position_sweep import PositionSweep
 from mirror.source.record_copy import ConsumeError, consumer_positions, copy_messages, next_messages
 from mirror.source.start import read_positions, start_of
 from mirror.source.stats import StatsSender
+from mirror.source.task_fetches import TaskFetches
 from mirror.source.task_producers import TaskProducers
 from mirror.source.task_reports import TaskReports
 from mirror.source.task_spec import CopyTaskSpec, TaskSummary
@@ -130,27 +122,18 @@ class _CopyTask:
         self.throttle = Throttle(rate) if rate is not None else None
         self._began = time.monotonic()  # when the open transaction began
         self.reports = TaskReports(self.stats)
-        self.watch = FetchWatch(lambda: source_admin(settings), self.source.fetched_end)
-        idle_after = settings.pause_idle_partitions_after_seconds
-        self.idle = (
-            IdlePause(lambda: end_asker(settings), idle_seconds=idle_after)
-            if idle_after is not None and IdlePause.wanted(len(self.parts))
-            else None
-        )
+        self.fetches = TaskFetches(settings, len(self.parts), self.source, self.stats)
         self.sweeper = PositionSweep(self.parts)
         self._batch = OpenTransaction()
-        self._paused_reported = 0  # the idle partitions paused, as the stats last said
 
     def __enter__(self) -> _CopyTask:
         return self
 
     def __exit__(self, *_: object) -> None:
-        if self.idle is not None:
-            self.idle.close()  # first: its thread must stop whatever fails below
+        self.fetches.close()  # first: its thread must stop whatever fails below
         if self.in_transaction:
             self._abort()  # whatever stops the task must not leave its transaction open
         self.stats.current.closed = time.time()
-        self._report_paused(0)
         self.stats.send()
         self.stats.close()
         for client in (self.source, self.positions, self.mark_reader, self.rare):
@@ -250,9 +233,7 @@ class _CopyTask:
         )
         # Through new consumers (SplitReader.assign): the old ones could name positions past the abort.
         self.source.assign([start_of(part) for part in self.parts])
-        self.watch.restart()
-        if self.idle is not None:
-            self.idle.restart()
+        self.fetches.restart()
 
     def _copy(self) -> str:
         interval = self.settings.commit_interval_ms / 1000
@@ -279,7 +260,7 @@ class _CopyTask:
             wait = next_check if batch.opened_at is None else min(next_check, batch.opened_at + interval)
             most = CONSUME_BATCH if self.throttle is None else self.throttle.batch(CONSUME_BATCH)
             messages = next_messages(self.source, most, max(0.0, wait - time.monotonic()))
-            self.watch.read(len(messages))
+            self.fetches.read(len(messages))
             if messages:
                 if batch.opened_at is None:
                     batch.opened_at = self._began = time.monotonic()
@@ -306,11 +287,7 @@ class _CopyTask:
         ending = state != "current" or time.time() >= self.spec.deadline
         self.sweeper.sweep(self.source, every=ending)
         opened = self._batch.opened_at is not None
-        if self.idle is not None and not ending:
-            self.idle.look(self.parts, self.source)
-        paused = self.idle.paused if self.idle is not None else ()
-        self._report_paused(len(paused))
-        stuck = [] if ending else self.watch.stuck(self.parts, paused)
+        stuck = self.fetches.look(self.parts, ending=ending)
         if opened and (ending or stuck):
             self._commit()  # before reading stuck partitions again too: new consumers start after it
         elif not opened and not stuck and needs_commit(self.parts):
@@ -327,16 +304,9 @@ class _CopyTask:
             return "window" if state == "current" else state
         if stuck:
             self._read_again(stuck)
-        elif checks := self.watch.to_check():
-            if self.idle is not None:  # a check is made by fetching: a paused partition must fetch
-                self.idle.wake([(part.topic, part.partition) for part, _ in checks], self.source)
-            if sought := check_against_leaders(self.source, checks):
-                log.info("%s", describe_checks(sought))
+        else:
+            self.fetches.check_against_leaders()
         return None
-
-    def _report_paused(self, count: int) -> None:
-        if count != self._paused_reported:
-            self._paused_reported = self.stats.current.paused = count
 
     def _commit(self) -> None:
         self._batch = OpenTransaction()
@@ -367,7 +337,7 @@ class _CopyTask:
     def _read_again(self, stuck: list[tuple[PartitionCopy, int]]) -> None:
         """Partitions whose consumer stopped fetching them (mirror.source.fetch_watch): every
         partition is read again from its committed position, through new consumers."""
-        message = self.watch.describe(self.settings.name, stuck)
+        message = self.fetches.describe(self.settings.name, stuck)
         log.warning(message, extra=_owned(self.spec))
         self.reports.report("rebuilt", message)
         self._rewind()

@@ -13,8 +13,7 @@ from confluent_kafka import Producer, TopicPartition
 
 from mirror.config.flow_settings import FlowSettings
 from mirror.source import task as task_module
-from mirror.source.clients import source_admin
-from mirror.source.fetch_watch import FetchWatch
+from mirror.source.task_fetches import TaskFetches
 from mirror.source.task_spec import CopyTaskSpec
 from mirror.topics.sync import TopicSync
 from tests.helpers import assert_eventually, create_topic, unique_name
@@ -77,8 +76,8 @@ def test_a_partition_its_consumer_stopped_fetching_is_read_again_through_new_con
     )
     task = task_module._CopyTask(settings, spec)
     # Looks every second rather than every 10: the decision is the same (tests/unit/test_fetch_watch.py).
-    task.watch = FetchWatch(
-        lambda: source_admin(settings), task.source.fetched_end, every=1.0, rebuild_every=3.0
+    task.fetches = TaskFetches(
+        settings, PARTITIONS, task.source, task.stats, watch_every=1.0, rebuild_every=3.0
     )
     outcome: list[object] = []
     runner = threading.Thread(target=lambda: outcome.append(_run(task)), daemon=True)

@@ -285,7 +285,8 @@ def test_brokers_lost_one_at_a_time_on_either_side_copy_on_and_lose_and_duplicat
         # was down, and only the source's ends tell a stalled producer from a stuck copy task.
         assert not stuck, (
             f"{len(stuck)} partitions with records to copy copied nothing while {outage.which} broker "
-            f"{outage.node} was down, e.g. {stuck[:5]}"
+            f"{outage.node} was down ({outage.roles}), e.g. {stuck[:5]}; the copy tasks said "
+            f"{_told(lines[outage.first_line : until])}"
         )
         # A partition is offline on the source only if the broker that died led it (its last
         # in-sync replica): any other whose end went unknown is the check failing, not the load.
@@ -446,15 +447,35 @@ def _group_coordinator(cluster: KafkaCluster, group: str) -> int:
 def _worker_warnings(lines: list[str]) -> list[dict[str, Any]]:
     """The WARNING and ERROR lines the Spark workers wrote (JSON lines naming their component: a
     copy task, a checkpoint or heartbeat round)."""
-    warned = []
+    return [
+        record
+        for record in _json_lines(lines)
+        if "component" in record and record.get("level") in ("WARNING", "ERROR")
+    ]
+
+
+def _told(lines: list[str], most: int = 30) -> list[str]:
+    """What the workers' copy tasks and Kafka clients said, each kind of line once (numbers aside),
+    with its time and task: enough to tell, from a failed run alone, which step of a task stalled."""
+    told, kinds = [], set()
+    for record in _json_lines(lines):
+        if record.get("component") != "source":
+            continue
+        kind = (record.get("task"), re.sub(r"\d+", "N", str(record.get("message")))[:120])
+        if kind not in kinds:
+            kinds.add(kind)
+            told.append(f"{record.get('time')} task {record.get('task')}: {str(record.get('message'))[:300]}")
+    return told[:most]
+
+
+def _json_lines(lines: list[str]) -> Iterator[dict[str, Any]]:
     for line in lines:
         try:
             record = json.loads(line)
         except ValueError:
             continue
-        if "component" in record and record.get("level") in ("WARNING", "ERROR"):
-            warned.append(record)
-    return warned
+        if isinstance(record, dict):
+            yield record
 
 
 @dataclass(frozen=True)
