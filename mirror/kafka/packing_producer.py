@@ -232,10 +232,15 @@ class PackingProducer:
         try:
             return future.result(timeout + GRACE_SECONDS)
         except FutureTimeout:
+            # One exception class (Python 3.11) for both: the call's own bound, met on the loop,
+            # and the loop not answering at all.
+            ran_out = future.done() and not future.cancelled()
             future.cancel()
             self._broken = KafkaError(KafkaError._FATAL, f"{doing}: stuck", fatal=True)
             raise ProducerStuckError(
-                f"{doing}: aiokafka did not return {timeout + GRACE_SECONDS:g}s after the call; "
+                f"{doing}: not done within {timeout:g}s; replacing the producer"
+                if ran_out
+                else f"{doing}: aiokafka did not return {timeout + GRACE_SECONDS:g}s after the call; "
                 "replacing the producer"
             ) from None
         except KafkaException as exc:  # ours, already librdkafka's kind (a failed delivery)

@@ -20,6 +20,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from mirror.errors import KafkaClientError, ProducerFencedError, ProducerStuckError
 from mirror.kafka.clients import AUTHORIZATION_CODES, not_authorized
 from mirror.kafka.clients import producer as new_producer
+from mirror.kafka.packing_producer import CopyProducer, PackingProducer
 
 _FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 # A commit's tries together: a copy task has flushed its records before, so what is left is the
@@ -38,6 +39,13 @@ COMMIT_SECONDS = 30.0
 SEND_OFFSETS_SECONDS = 4.0
 SEND_OFFSETS_GRACE_SECONDS = 1.0
 SLOW_SEND_OFFSETS_SECONDS = 10.0
+# aiokafka has neither bug: after a failed TxnOffsetCommit it looks the group coordinator up again,
+# every retry_backoff_ms, and sends to the one found. So its producer waits a coordinator's move
+# out (7-16 s after a SIGKILL on the replicated test clusters) as a commit does. Bounded at 4 s, it
+# was replaced while the group moved, and the new one waited for the old transaction's abort and
+# then for the positions read from the group: one task stood still 21 s of a drill where the other
+# stood 11 (tests/reliability/test_replicated_faults.py).
+AIOKAFKA_SEND_OFFSETS_SECONDS = COMMIT_SECONDS
 
 
 class AbortableError(Exception):
@@ -124,18 +132,27 @@ def bounded(
 
 
 def send_offsets(
-    producer: Producer, offsets: list[TopicPartition], group: Any, doing: str, *, patient: bool = False
+    producer: CopyProducer, offsets: list[TopicPartition], group: Any, doing: str, *, patient: bool = False
 ) -> None:
     """Add `offsets` of `group` (its consumer_group_metadata) to the open transaction, bounded
-    (`patient`: the longer bound); librdkafka's KafkaException as it is (callers classify it),
-    ProducerStuckError past the bound."""
-    seconds = SLOW_SEND_OFFSETS_SECONDS if patient else SEND_OFFSETS_SECONDS
+    (`patient`: the longer bound; aiokafka's producer: a commit's); librdkafka's KafkaException as
+    it is (callers classify it), ProducerStuckError past the bound."""
+    seconds, grace = send_offsets_bound(producer, patient=patient)
     bounded(
         lambda: producer.send_offsets_to_transaction(offsets, group, seconds),
         seconds,
         doing,
-        grace_seconds=None if patient else SEND_OFFSETS_GRACE_SECONDS,
+        grace_seconds=grace,
     )
+
+
+def send_offsets_bound(producer: CopyProducer, *, patient: bool = False) -> tuple[float, float | None]:
+    """How long send_offsets waits for `producer`, and the grace past it (None: the usual)."""
+    if isinstance(producer, PackingProducer):
+        return AIOKAFKA_SEND_OFFSETS_SECONDS, None
+    if patient:
+        return SLOW_SEND_OFFSETS_SECONDS, None
+    return SEND_OFFSETS_SECONDS, SEND_OFFSETS_GRACE_SECONDS
 
 
 def commit(producer: Producer, where: str, *, timeout_seconds: float = COMMIT_SECONDS) -> None:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import time
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from mirror.errors import ProducerFencedError, ProducerStuckError
 from mirror.kafka import transactions
+from mirror.kafka.event_loop import process_loop
+from mirror.kafka.packing_producer import PackingProducer
 from mirror.kafka.transactions import bounded
 
 
@@ -79,3 +83,59 @@ def test_a_commit_refused_for_good_is_not_retried() -> None:
     with pytest.raises(ProducerFencedError):
         transactions.commit(Fenced(), "flow A->B")  # type: ignore[arg-type]
     assert Fenced.calls == 1
+
+
+class _SlowOffsets:
+    """librdkafka's send_offsets_to_transaction while the group coordinator moves: it answers late."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.timeouts: list[float] = []
+
+    def send_offsets_to_transaction(self, offsets: object, group: object, timeout: float) -> None:
+        self.timeouts.append(timeout)
+        time.sleep(self.seconds)
+
+
+class _SlowAiokafkaOffsets(PackingProducer, _SlowOffsets):
+    """aiokafka's, as slow: it looks the moved coordinator up again by itself."""
+
+    def __init__(self, seconds: float) -> None:  # no loop, no broker: only the call
+        _SlowOffsets.__init__(self, seconds)
+
+    send_offsets_to_transaction = _SlowOffsets.send_offsets_to_transaction  # type: ignore[assignment]
+
+
+def _short_offsets_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(transactions, "SEND_OFFSETS_SECONDS", 0.1)
+    monkeypatch.setattr(transactions, "SEND_OFFSETS_GRACE_SECONDS", 0.1)
+    monkeypatch.setattr(transactions, "AIOKAFKA_SEND_OFFSETS_SECONDS", 2.0)
+
+
+def test_librdkafkas_offsets_slower_than_their_short_bound_give_up_the_producer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # librdkafka waits on the coordinator it cached (#5456, #5511): a new producer asks afresh.
+    _short_offsets_bounds(monkeypatch)
+    with pytest.raises(ProducerStuckError, match=r"adding offsets: librdkafka did not return 0\.2s"):
+        transactions.send_offsets(_SlowOffsets(0.6), [], None, "adding offsets")
+
+
+def test_aiokafkas_producer_waits_out_a_group_coordinators_move_under_a_commits_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Replaced at 4 s while the group moved, a copy task stood still twice as long as the other.
+    _short_offsets_bounds(monkeypatch)
+    producer = _SlowAiokafkaOffsets(0.6)
+    transactions.send_offsets(producer, [], None, "adding offsets")
+    assert producer.timeouts == [2.0]
+    assert transactions.AIOKAFKA_SEND_OFFSETS_SECONDS == 2.0
+    monkeypatch.undo()
+    assert transactions.send_offsets_bound(producer) == (transactions.COMMIT_SECONDS, None)
+
+
+def test_an_aiokafka_call_past_its_own_bound_says_so_not_that_the_loop_hung() -> None:
+    producer = PackingProducer.__new__(PackingProducer)  # no broker: only the bounded call
+    producer._loop = process_loop()
+    with pytest.raises(ProducerStuckError, match=r"^adding offsets: not done within 0\.1s; replacing"):
+        producer._call(asyncio.sleep(5), 0.1, "adding offsets")
